@@ -1,0 +1,37 @@
+# The README's quick start: `make demo` and `make test`. Everything else is plumbing.
+BUILD   ?= build
+SAN     ?= build-san
+JOBS    ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build demo test test-sanitize bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/fpgallm run models/stories260K.bin -z models/tok512.bin -t 0 -n 200
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The same suite under AddressSanitizer and UndefinedBehaviorSanitizer (tests labelled
+# "nosan" are skipped: they time long runs or load libraries that ASan cannot host).
+test-sanitize: deps
+	@cmake --preset sanitize >/dev/null
+	@cmake --build $(SAN) -j $(JOBS)
+	ctest --test-dir $(SAN) --output-on-failure -j $(JOBS) -LE nosan
+
+bench: build
+	bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(SAN)

@@ -1,0 +1,50 @@
+#include <cstdio>
+
+#include "cli/command.hpp"
+#include "engine/perplexity.hpp"
+#include "model/model.hpp"
+
+namespace {
+
+struct EvalArgs {
+  std::string model, tokenizer, text;
+  bool json = false;
+};
+
+void eval(const EvalArgs& a) {
+  model::Model m = model::load(a.model);
+  model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
+  const std::string text = engine::read_text_file(a.text);
+  auto sequences = engine::tokenize_stories(tok, engine::split_stories(text));
+  engine::Transformer t(m);
+  cli::Progress progress("eval: tokens", a.json);
+  engine::Perplexity p = engine::perplexity(t, sequences, [&](std::size_t d, std::size_t n) { progress.update(d, n); });
+  progress.finish();
+  if (a.json) {
+    cli::print_json({{"model", a.model},
+                     {"text", a.text},
+                     {"backend", "ref"},
+                     {"perplexity", p.perplexity},
+                     {"perplexity_err", p.perplexity_err},
+                     {"nll_mean", p.nll_mean},
+                     {"tokens", p.tokens},
+                     {"sequences", p.sequences}});
+  } else {
+    std::printf("perplexity %.4f +/- %.4f over %zu tokens (%zu stories), mean NLL %.5f nats\n", p.perplexity,
+                p.perplexity_err, p.tokens, p.sequences, p.nll_mean);
+  }
+}
+
+void setup(CLI::App& root) {
+  auto a = std::make_shared<EvalArgs>();
+  auto* cmd = root.add_subcommand("eval", "Perplexity of a model on a text file (one story per line)");
+  cmd->add_option("model", a->model, "Checkpoint")->required();
+  cmd->add_option("--text", a->text, "Text file, one story per line")->required();
+  cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin");
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->callback([a] { eval(*a); });
+}
+
+}  // namespace
+
+FPGALLM_COMMAND("eval", setup);

@@ -1,0 +1,62 @@
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "cli/command.hpp"
+#include "engine/generate.hpp"
+#include "model/model.hpp"
+
+namespace {
+
+struct RunArgs {
+  std::string model, tokenizer, prompt;
+  int steps = 256;
+  float temperature = 1.0f, topp = 0.9f;
+  unsigned long long seed = 0;
+  bool json = false;
+};
+
+void run(const RunArgs& a) {
+  model::Model m = model::load(a.model);
+  model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
+  engine::Transformer t(m);
+  const std::uint64_t seed = a.seed ? a.seed : static_cast<std::uint64_t>(std::time(nullptr));
+  engine::Sampler sampler(m.config.vocab_size, a.temperature, a.topp, seed);
+  auto on_piece = [&](const std::string& piece) {
+    if (a.json) return;
+    std::fputs(piece.c_str(), stdout);
+    std::fflush(stdout);
+  };
+  engine::Generation g = engine::generate(t, tok, sampler, a.prompt, a.steps, on_piece);
+  const double steps_after_first = static_cast<double>(g.tokens.size()) - 2;
+  const double tps = g.seconds_after_first > 0 ? steps_after_first / g.seconds_after_first : 0;
+  if (a.json) {
+    cli::print_json({{"model", a.model},
+                     {"backend", "ref"},
+                     {"prompt_tokens", g.prompt_tokens},
+                     {"tokens", g.tokens},
+                     {"text", g.text},
+                     {"tokens_per_s", tps}});
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr, "achieved tok/s: %f\n", tps);
+  }
+}
+
+void setup(CLI::App& root) {
+  auto a = std::make_shared<RunArgs>();
+  auto* cmd = root.add_subcommand("run", "Generate text from a model (llama2.c-compatible sampling)");
+  cmd->add_option("model", a->model, "Checkpoint: llama2.c .bin, .gguf, or a safetensors folder")->required();
+  cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin (default: the model's own, or tokenizer.bin beside it)");
+  cmd->add_option("-i,--prompt", a->prompt, "Prompt text");
+  cmd->add_option("-n,--steps", a->steps, "Positions to run, prompt included (0 = the model's context)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--temperature", a->temperature, "0 = greedy")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("-p,--topp", a->topp, "Nucleus sampling threshold (1 = off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("-s,--seed", a->seed, "Random seed (0 = from the clock)");
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace
+
+FPGALLM_COMMAND("run", setup);

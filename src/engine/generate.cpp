@@ -1,0 +1,41 @@
+#include "engine/generate.hpp"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace engine {
+
+Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sampler,
+                    const std::string& prompt, int steps,
+                    const std::function<void(const std::string&)>& on_piece) {
+  const auto& c = t.config();
+  Generation g;
+  g.tokens = tok.encode(prompt, true, false);
+  g.prompt_tokens = static_cast<int>(g.tokens.size());
+  if (steps <= 0 || steps > c.seq_len) steps = c.seq_len;
+  if (g.prompt_tokens > steps) throw std::invalid_argument("prompt is longer than the number of steps");
+  std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
+  int token = g.tokens[0];
+  auto start = std::chrono::steady_clock::now();
+  for (int pos = 0; pos < steps; ++pos) {
+    if (pos == 1) start = std::chrono::steady_clock::now();
+    const float* out = t.forward(token, pos);
+    int next;
+    if (pos + 1 < g.prompt_tokens) {
+      next = g.tokens[static_cast<std::size_t>(pos) + 1];
+    } else {
+      std::copy(out, out + c.vocab_size, logits.begin());
+      next = sampler.sample(logits.data());
+      g.tokens.push_back(next);
+    }
+    if (next == model::Tokenizer::kBos) break;
+    std::string piece = tok.printable(token, next);
+    g.text += piece;
+    if (on_piece) on_piece(piece);
+    token = next;
+  }
+  g.seconds_after_first = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return g;
+}
+
+}  // namespace engine

@@ -1,0 +1,34 @@
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/transformer.hpp"
+#include "model/tokenizer.hpp"
+
+namespace engine {
+
+struct Perplexity {
+  double perplexity = 0;
+  double nll_mean = 0;     // mean negative log-likelihood per predicted token (nats)
+  double nll_stderr = 0;   // standard error of that mean
+  double perplexity_err = 0;  // perplexity * nll_stderr (first-order uncertainty)
+  std::size_t tokens = 0;  // predicted tokens
+  std::size_t sequences = 0;
+};
+
+// One story per non-empty line, in file order.
+std::vector<std::string> split_stories(const std::string& text);
+
+// Each story is tokenized with BOS; every token after BOS is predicted from its prefix.
+// A story longer than the model's context is evaluated in consecutive windows.
+std::vector<std::vector<int>> tokenize_stories(const model::Tokenizer& tok, const std::vector<std::string>& stories);
+
+Perplexity perplexity(Transformer& t, const std::vector<std::vector<int>>& sequences,
+                      const std::function<void(std::size_t done, std::size_t total)>& progress = {});
+
+// Reads a text file whole; throws InputError naming it when missing or empty.
+std::string read_text_file(const std::string& path);
+
+}  // namespace engine

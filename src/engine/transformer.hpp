@@ -1,0 +1,57 @@
+#pragma once
+// The fp32 reference forward pass of a Llama-family model, one token at a time with a KV
+// cache, written in the order of llama2.c's run.c so that greedy output matches it.
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace engine {
+
+// One matrix-vector product of the forward pass: y[rows] = W[rows][cols] x[cols].
+struct LinearCall {
+  int layer;            // block index; -1 for the classifier
+  model::Linear which;
+  const float* x;
+  float* y;
+  int rows;
+  int cols;
+  int pos;              // position of the token being processed
+};
+
+class Transformer {
+ public:
+  // Keeps a reference to `m`, which must outlive the Transformer.
+  explicit Transformer(const model::Model& m);
+  virtual ~Transformer() = default;
+
+  // Runs token at position pos (0-based, < seq_len) and returns the logits [vocab_size],
+  // valid until the next call.
+  const float* forward(int token, int pos);
+
+  const model::Config& config() const { return model_.config; }
+  const model::Model& model() const { return model_; }
+
+ protected:
+  // The matrix products; the reference multiplies by the model's fp32 weights. Simulated
+  // quantization and the calibration pass override this.
+  virtual void linear(const LinearCall& call);
+  // Called after key and value of `layer` at `pos` are written to the cache (kv_dim each);
+  // a KV-cache quantizer rounds them in place.
+  virtual void on_kv_stored(int layer, int pos, float* k, float* v);
+
+  const float* weight_of(int layer, model::Linear which) const;
+
+ private:
+  const model::Model& model_;
+  std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_;
+  std::vector<float> key_cache_, value_cache_;  // [layer][seq_len][kv_dim]
+};
+
+// y[rows] = W[rows][cols] x[cols] in fp32, rows split over threads; each row's sum is
+// formed in a fixed order (independent of the thread count).
+void matvec(const float* w, const float* x, float* y, int rows, int cols);
+
+void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
+void softmax(float* x, int n);
+
+}  // namespace engine

@@ -1,0 +1,90 @@
+#pragma once
+// A model with fp32 weights in memory, laid out the way llama2.c does: row-major
+// [out][in] matrices, rotary embedding on interleaved (even, odd) pairs.
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "model/tokenizer.hpp"
+
+namespace model {
+
+// The linear (matrix) layers of one block, in a fixed order used for per-layer plans.
+// w1 = gate, w2 = down, w3 = up; cls = the classifier (not part of a block).
+enum class Linear { wq, wk, wv, wo, w1, w2, w3, cls };
+inline constexpr Linear kBlockLinears[] = {Linear::wq, Linear::wk, Linear::wv, Linear::wo,
+                                           Linear::w1, Linear::w2, Linear::w3};
+const char* to_string(Linear l);  // "wq", ..., matches GGUF names via gguf_name()
+const char* gguf_name(Linear l);  // "attn_q", ..., "ffn_gate", "ffn_down", "ffn_up", "output"
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [dim]
+  std::vector<float> wq;         // [n_heads*head_dim][dim]
+  std::vector<float> wk;         // [kv_dim][dim]
+  std::vector<float> wv;         // [kv_dim][dim]
+  std::vector<float> wo;         // [dim][n_heads*head_dim]
+  std::vector<float> ffn_norm;   // [dim]
+  std::vector<float> w1;         // gate [hidden][dim]
+  std::vector<float> w2;         // down [dim][hidden]
+  std::vector<float> w3;         // up   [hidden][dim]
+
+  std::vector<float>& linear(Linear l);
+  const std::vector<float>& linear(Linear l) const;
+};
+
+// (rows = output features, cols = input features) of a block's linear layer.
+struct MatrixShape {
+  int rows;
+  int cols;
+};
+MatrixShape linear_shape(const Config& c, Linear l);
+// "blk.3.wq"-style name of a linear layer (layer is ignored for the classifier).
+std::string linear_name(int layer, Linear l);
+
+struct Weights {
+  std::vector<float> token_embedding;  // [vocab][dim]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;       // [dim]
+  std::vector<float> classifier;       // [vocab][dim]; empty when shared with the embedding
+
+  const std::vector<float>& classifier_or_embedding() const {
+    return classifier.empty() ? token_embedding : classifier;
+  }
+};
+
+enum class Format { llama2c, gguf, safetensors };
+const char* to_string(Format f);
+
+struct Model {
+  Config config;
+  Weights weights;
+  Format source_format = Format::llama2c;
+  std::string source_path;
+  // Present when the file carries its tokenizer (GGUF); empty otherwise.
+  std::optional<Tokenizer> tokenizer;
+
+  bool has_weights() const { return !weights.layers.empty(); }
+};
+
+// Allocates zeroed weights of the config's shape.
+Weights allocate_weights(const Config& c);
+
+// Loads any supported checkpoint: a llama2.c .bin, a .gguf, or a folder with config.json
+// and *.safetensors. Throws fpgallm::InputError naming the file and the problem.
+Model load(const std::string& path);
+
+// A preset name (see presets.hpp) gives a config-only model; anything else is loaded.
+Model load_or_preset(const std::string& path_or_preset);
+
+// The tokenizer to use with m: the file given (checked against the model's vocabulary),
+// else the one inside the checkpoint, else "tokenizer.bin" beside it.
+Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path);
+
+Model load_llama2c(const std::string& path);
+void save_llama2c(const Model& m, const std::string& path);
+Model load_gguf(const std::string& path);
+Model load_safetensors_dir(const std::string& dir);
+
+}  // namespace model

@@ -1,0 +1,83 @@
+#include "util/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fmt/format.h>
+
+namespace fpgallm {
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw InputError(path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw InputError(path, std::strerror(err));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw InputError(path, "is a directory, expected a file");
+  }
+  size_ = static_cast<std::size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      throw InputError(path, fmt::format("cannot map file: {}", std::strerror(err)));
+    }
+    data_ = static_cast<const std::uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+}
+
+void ByteReader::fail(const std::string& problem) const { throw InputError(source_, problem); }
+
+void ByteReader::require(std::size_t n, const char* what) const {
+  if (n > remaining())
+    fail(fmt::format("truncated: {} needs {} bytes at offset {}, file has {}", what, n, offset_,
+                     bytes_.size()));
+}
+
+void ByteReader::seek(std::size_t offset, const char* what) {
+  if (offset > bytes_.size())
+    fail(fmt::format("{} at offset {} is past the end of the file ({} bytes)", what, offset,
+                     bytes_.size()));
+  offset_ = offset;
+}
+
+void ByteReader::skip(std::size_t n, const char* what) {
+  require(n, what);
+  offset_ += n;
+}
+
+std::string ByteReader::read_string(std::size_t n, const char* what) {
+  require(n, what);
+  std::string s(reinterpret_cast<const char*>(bytes_.data() + offset_), n);
+  offset_ += n;
+  return s;
+}
+
+std::span<const std::uint8_t> ByteReader::read_span(std::size_t n, const char* what) {
+  require(n, what);
+  auto s = bytes_.subspan(offset_, n);
+  offset_ += n;
+  return s;
+}
+
+}  // namespace fpgallm
