@@ -1,0 +1,98 @@
+#pragma once
+// arch::Design: the one description of an accelerator. The kernels are instantiated from
+// it, the resource and performance models read it, the simulator executes it and the code
+// generator emits it; design.json is its file form. No second copy of these numbers exists.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace arch {
+
+// Temporal overlay: one set of units runs every layer from an instruction list, weights
+// streamed from off-chip memory. Dataflow: one unit per layer, weights resident on chip.
+enum class Style { overlay, dataflow };
+// How a model is split over several cards.
+enum class Split { none, tensor, pipeline };
+enum class Phase { inference, train };
+
+struct MatrixUnit {
+  int rows = 32;          // output features computed in parallel (PE)
+  int cols = 32;          // input features consumed per cycle per row (SIMD)
+  int weight_bits = 8;    // 8 or 4 (4-bit weights are unpacked to int8 at the MAC)
+  int act_bits = 8;       // activation operand width
+  int acc_bits = 32;      // accumulator width
+  int ii = 1;             // initiation interval of the MAC pipeline (cycles per tile step)
+  int pipeline_depth = 8; // cycles from first operand in to first result out
+};
+
+struct VectorUnit {
+  int lanes = 16;         // elements per cycle for norms, softmax, activations, RoPE, adds
+  int exp_table_bits = 8; // address bits of the exp lookup table (see docs/accelerator.md)
+};
+
+struct Tiling {
+  int tile_rows = 128;    // output rows of one weight tile (multiple of matrix_unit.rows)
+  int tile_cols = 256;    // input columns of one weight tile (multiple of matrix_unit.cols)
+  int prefill_block = 64; // tokens processed together in prefill attention / GEMM
+};
+
+struct Buffers {
+  std::int64_t weight_bytes = 2 * 128 * 256;  // on-chip weight tile storage (double-buffered)
+  std::int64_t activation_bytes = 256 * 1024; // on-chip activations
+  std::int64_t kv_bytes = 0;                  // on-chip KV cache (0 = KV in off-chip memory)
+};
+
+// Off-chip channels (HBM pseudo-channels or DDR banks) given to each kind of traffic.
+struct Memory {
+  int weight_channels = 16;
+  int kv_channels = 8;
+  int activation_channels = 1;
+  int burst_bytes = 4096;  // DMA burst length
+};
+
+struct Parallelism {
+  int cards = 1;
+  Split split = Split::none;
+};
+
+struct Design {
+  std::string name = "design";
+  std::string device;               // key into data/devices.json, e.g. "u280"
+  Style style = Style::overlay;
+  Phase phase = Phase::inference;
+  double clock_mhz = 300.0;
+  MatrixUnit matrix_unit;
+  VectorUnit vector_unit;
+  Tiling tiling;
+  Buffers buffers;
+  Memory memory;
+  Parallelism parallel;
+  int batch = 1;
+  int context = 512;                // maximum context the KV cache is sized for
+  int kv_bits = 8;                  // KV cache element width (8 or 16)
+  bool fuse_norm_matmul = true;     // RMSNorm folded into the following matmul's input stage
+  bool fuse_attention = true;       // scores, softmax and value product in one pass
+  double weight_sparsity = 0.0;     // fraction of weights skipped (0 = dense)
+
+  // Every field in range and the combination implementable by the kernels; returns the
+  // problems found, empty when valid. Messages name the field: "matrix_unit.rows: ...".
+  std::vector<std::string> problems() const;
+};
+
+const char* to_string(Style s);
+const char* to_string(Split s);
+const char* to_string(Phase p);
+
+void to_json(nlohmann::json& j, const Design& d);
+// Missing fields take their defaults; unknown fields and wrong types are errors.
+void from_json(const nlohmann::json& j, Design& d);
+
+// Reads and validates design.json; throws fpgallm::InputError naming the file and the
+// first problem (a field out of range, a malformed file, an unknown key).
+Design load(const std::string& path);
+// Writes design.json atomically.
+void save(const Design& d, const std::string& path);
+
+}  // namespace arch
