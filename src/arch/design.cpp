@@ -75,6 +75,7 @@ std::vector<std::string> Design::problems() const {
   need(mu.pipeline_depth >= 1 && mu.pipeline_depth <= 256, fmt::format("matrix_unit.pipeline_depth: {} outside 1..256", mu.pipeline_depth));
   need(pow2(vector_unit.lanes) && vector_unit.lanes <= 256, fmt::format("vector_unit.lanes: {} must be a power of two in 1..256", vector_unit.lanes));
   need(vector_unit.exp_table_bits >= 4 && vector_unit.exp_table_bits <= 12, fmt::format("vector_unit.exp_table_bits: {} outside 4..12", vector_unit.exp_table_bits));
+  if (!p.empty()) return p;  // the checks below divide by the unit's shape
   need(tiling.tile_rows >= mu.rows && tiling.tile_rows % mu.rows == 0,
        fmt::format("tiling.tile_rows: {} must be a positive multiple of matrix_unit.rows ({})", tiling.tile_rows, mu.rows));
   need(tiling.tile_cols >= mu.cols && tiling.tile_cols % mu.cols == 0,
