@@ -1,0 +1,80 @@
+#pragma once
+// Resource model: DSP, LUT, FF, BRAM36 and URAM of each part of an arch::Design on a
+// device, and the utilization against what the platform shell leaves and the timing-
+// closure ceilings. Formulas and their sources: docs/performance-model.md, "Resource and
+// power model".
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "arch/design.hpp"
+#include "hw/device.hpp"
+
+namespace hw {
+
+struct Resources {
+  double lut = 0, ff = 0, dsp = 0, bram36 = 0, uram = 0;
+
+  Resources& operator+=(const Resources& o);
+  friend Resources operator+(Resources a, const Resources& b) { return a += b; }
+  friend Resources operator*(Resources a, double s);
+};
+
+// One part of the design: "matrix unit MACs", "weight buffer", "HBM interface x16".
+struct Part {
+  std::string name;
+  Resources use;
+  std::string formula;  // how the counts were obtained, with the source of the constants
+};
+
+enum class Resource { lut, ff, dsp, bram36, uram };
+const char* to_string(Resource r);
+
+struct ResourceLine {
+  Resource resource = Resource::lut;
+  double used = 0;
+  double available = 0;  // user region after the shell
+  double ceiling = 0;    // available x the utilization ceiling
+  double utilization() const { return available > 0 ? used / available : (used > 0 ? 1e9 : 0); }
+  bool fits() const { return used <= ceiling; }
+  double margin() const { return ceiling - used; }  // negative when over
+};
+
+struct Utilization {
+  std::string device;
+  std::vector<Part> parts;
+  Resources total;
+  std::vector<ResourceLine> lines;  // one per resource, in enum order
+  bool fits = true;                 // every line under its ceiling
+  std::vector<std::string> assumptions;
+
+  const ResourceLine& line(Resource r) const;
+  // The resource closest to (or furthest over) its ceiling, as a fraction of the ceiling.
+  Resource binding() const;
+  // "DSP 9500 of 7200 allowed (80% of 9000)" for every line that does not fit.
+  std::vector<std::string> overflows() const;
+};
+
+// Options of the resource model that are not part of the Design.
+struct ResourceOptions {
+  // Use URAM for buffers of at least this many bytes when the device has URAM.
+  long long uram_min_bytes = 64 * 1024;
+};
+
+// Counts every part of `design` on `device`. Throws fpgallm::InputError if the device is
+// a GPU or lacks the fabric figures the model needs.
+Utilization estimate_resources(const arch::Design& design, const Device& device,
+                               const ResourceOptions& options = {});
+
+// BRAM36 blocks for a buffer of `bytes` split into `banks` banks each `width_bits` wide
+// (one read per bank per cycle): max(capacity, ports) — see docs. Exposed for tests.
+double bram36_for_buffer(double bytes, int banks, int width_bits);
+// URAM blocks (288 Kb, 72-bit ports) for the same.
+double uram_for_buffer(double bytes, int banks, int width_bits);
+// DSP blocks for `macs` parallel multipliers of the given widths on the device's DSP type.
+double dsps_for_macs(double macs, int weight_bits, int act_bits, const Device& device);
+
+void to_json(nlohmann::json& j, const Utilization& u);
+
+}  // namespace hw
