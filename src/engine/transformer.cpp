@@ -23,7 +23,7 @@ __attribute__((target_clones("avx2", "default"))) float dot(const float* w, cons
 }  // namespace
 
 void matvec(const float* w, const float* x, float* y, int rows, int cols) {
-#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols > 32768)
+#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols >= (1L << 18))
   for (int i = 0; i < rows; ++i) y[i] = dot(w + static_cast<std::size_t>(i) * cols, x, cols);
 }
 
@@ -119,7 +119,7 @@ const float* Transformer::forward(int token, int pos) {
     const float* layer_keys = key_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;
     const float* layer_values = value_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;
     const float scale = std::sqrt(static_cast<float>(head_size));
-#pragma omp parallel for schedule(static) if (pos > 64)
+#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * (pos + 1) * head_size >= (1L << 18))
     for (int h = 0; h < c.n_heads; ++h) {
       const float* qh = q_.data() + h * head_size;
       float* att = att_.data() + static_cast<std::size_t>(h) * c.seq_len;
