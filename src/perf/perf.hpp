@@ -1,0 +1,163 @@
+#pragma once
+// perf: the analytical performance model. Per operation of a graph::Workload,
+//   time = max(compute, off-chip traffic)            (double-buffered tiles)
+//        + fixed latencies                            (issue, DMA set-up, pipeline fill)
+// summed over the phase, plus host transfers over PCIe and, over several cards, the
+// card-to-card all-gathers. FPGA designs (arch::Design on an hw::Device) and GPU baselines
+// (same workload, documented efficiency factors) use the same Prediction. Every
+// Prediction carries the assumptions it rests on and never exceeds the peak arithmetic or
+// memory bandwidth of its hardware. Equations and sources: docs/performance-model.md.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "arch/design.hpp"
+#include "graph/workload.hpp"
+#include "hw/device.hpp"
+
+namespace perf {
+
+// One constant of the model, as read from data/perf_model.json.
+struct Constant {
+  double value = 0;
+  std::string unit;
+  std::string source;
+};
+
+// The model's constants: one set for every design and every GPU (never fitted per row).
+struct Constants {
+  // FPGA
+  Constant memory_efficiency;       // achieved / peak off-chip bandwidth for long bursts
+  Constant axi_port_bytes;          // data width of one memory port at the kernel clock
+  Constant op_fixed_cycles;         // per operation pass: issue, DMA first burst, drain, sync
+  Constant host_transfer_s;         // latency of one PCIe DMA transfer (token in, logits out)
+  Constant link_hop_s;              // latency of one card-to-card hop
+  Constant link_gbps_default;       // card-to-card bandwidth when the device has no figure
+  Constant pcie_gbps_default;       // PCIe bandwidth when the device has no figure
+  Constant onchip_usable_fraction;  // share of on-chip SRAM a design can give to resident weights
+  // GPU
+  Constant gpu_bandwidth_efficiency;  // achieved / peak HBM bandwidth in decode kernels
+  Constant gpu_compute_efficiency;    // achieved / peak dense tensor throughput in prefill
+  Constant gpu_layer_overhead_eager_s;   // per layer and step: eager framework dispatch
+  Constant gpu_layer_overhead_graphs_s;  // per layer and step: CUDA-graph serving stacks
+  // Money
+  Constant electricity_usd_per_kwh;
+  Constant amortization_years;
+
+  std::vector<std::pair<std::string, const Constant*>> named() const;
+};
+
+// data/perf_model.json, read once.
+const Constants& constants();
+Constants load_constants(const std::string& path);
+
+// A number a prediction rests on, with its source.
+struct Assumption {
+  std::string name;
+  double value = 0;
+  std::string unit;
+  std::string source;
+};
+
+// The traffic and the request the prediction is for.
+struct Scenario {
+  int batch = 1;     // sequences decoded together
+  int prompt = 128;  // prefill tokens per sequence
+  int context = 512; // decode: positions the new token attends
+};
+
+// The two phases of a scenario, lowered once and reused for many designs.
+struct Workloads {
+  Scenario scenario;
+  graph::Workload prefill;
+  graph::Workload decode;
+};
+Workloads lower(const model::Config& config, const graph::Precision& precision, const Scenario& scenario);
+
+enum class Bound { compute, memory, latency, link };
+const char* to_string(Bound b);
+
+struct OpTime {
+  std::string name;
+  graph::OpKind kind = graph::OpKind::matmul;
+  int layer = -1;
+  double flops = 0;          // this card's share
+  double offchip_bytes = 0;  // bytes that cross the off-chip interface (this card)
+  double compute_s = 0;
+  double memory_s = 0;
+  double fixed_s = 0;
+  double link_s = 0;
+  double time_s = 0;
+  Bound bound = Bound::compute;
+};
+
+struct PhaseTime {
+  double seconds = 0;
+  double flops = 0;          // all cards
+  double offchip_bytes = 0;  // all cards
+  double compute_s = 0, memory_s = 0, fixed_s = 0, link_s = 0, host_s = 0;  // sums over ops
+  std::vector<OpTime> ops;   // one card's operations
+};
+
+enum class GpuStack { eager, graphs };
+const char* to_string(GpuStack s);
+
+struct Prediction {
+  std::string target;              // design name or GPU id
+  std::string device;              // device id
+  hw::Kind kind = hw::Kind::fpga;
+  int cards = 1;
+  std::string split = "none";
+  Scenario scenario;
+  std::string precision;
+
+  // Memory placement.
+  double weight_bytes = 0;         // whole model at this precision
+  double kv_bytes = 0;             // KV cache of the batch at the scenario's context
+  double capacity_bytes = 0;       // off-chip memory of all cards
+  bool fits_memory = true;
+  std::string placement;           // "weights in HBM2, KV in HBM2" / "weights on chip"
+
+  // Bounds (all cards together).
+  double peak_ops_per_s = 0;       // 2 x MACs x clock (FPGA) or dense tensor peak (GPU)
+  double peak_bytes_per_s = 0;     // off-chip bandwidth the design can use
+
+  // Figures.
+  double prefill_s = 0;            // time to first token for `prompt` tokens of `batch` sequences
+  double decode_step_s = 0;        // one decode step (batch tokens) at `context`
+  double decode_tokens_per_s = 0;  // batch / decode_step_s
+  double prefill_tokens_per_s = 0;
+  double watts = 0;                // board power while decoding, all cards
+  double joules_per_token = 0;     // decode
+  double usd_per_mtoken = 0;       // decode, 0 when no price is known
+  PhaseTime prefill, decode;
+
+  std::vector<Assumption> assumptions;
+  std::vector<std::string> notes;
+};
+
+// An FPGA design. Throws fpgallm::InputError when the design is invalid or its device is
+// a GPU or lacks the figures the model needs.
+Prediction predict(const arch::Design& design, const hw::Device& device, const Workloads& w,
+                   const Constants& c = constants());
+// A GPU baseline running the same workload on `cards` GPUs (tensor parallel when > 1).
+Prediction predict_gpu(const hw::Device& device, const Workloads& w, int cards = 1,
+                       GpuStack stack = GpuStack::graphs, const Constants& c = constants());
+
+// Decode step time at each context (the KV traffic grows with it).
+std::vector<double> decode_curve(const arch::Design& design, const hw::Device& device, const model::Config& config,
+                                 const graph::Precision& precision, const Scenario& s, const std::vector<int>& contexts);
+
+// Peak MAC-array throughput of a design (2 x rows x cols / ii x clock), ops/s per card.
+double peak_ops_per_s(const arch::Design& design);
+// Off-chip bandwidth one card of the design can use (memory efficiency applied), bytes/s.
+double usable_bandwidth(const arch::Design& design, const hw::Device& device, const Constants& c = constants());
+
+void to_json(nlohmann::json& j, const Assumption& a);
+void to_json(nlohmann::json& j, const OpTime& o);
+void to_json(nlohmann::json& j, const Prediction& p);
+// The same without the per-operation lists.
+nlohmann::json summary_json(const Prediction& p);
+
+}  // namespace perf

@@ -1,0 +1,553 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "hw/power.hpp"
+#include "hw/resources.hpp"
+#include "perf/perf.hpp"
+#include "util/error.hpp"
+
+namespace perf {
+
+const char* to_string(Bound b) {
+  switch (b) {
+    case Bound::compute: return "compute";
+    case Bound::memory: return "memory";
+    case Bound::latency: return "latency";
+    case Bound::link: return "link";
+  }
+  return "?";
+}
+
+const char* to_string(GpuStack s) { return s == GpuStack::eager ? "eager" : "graphs"; }
+
+Workloads lower(const model::Config& config, const graph::Precision& precision, const Scenario& s) {
+  Workloads w;
+  w.scenario = s;
+  graph::Shape prefill;
+  prefill.phase = graph::Phase::prefill;
+  prefill.batch = s.batch;
+  prefill.prompt = s.prompt;
+  graph::Shape decode;
+  decode.phase = graph::Phase::decode;
+  decode.batch = s.batch;
+  decode.context = s.context;
+  w.prefill = graph::lower(config, prefill, precision);
+  w.decode = graph::lower(config, decode, precision);
+  return w;
+}
+
+namespace {
+
+constexpr double kGB = 1e9;
+
+bool is_matrix(graph::OpKind k) {
+  return k == graph::OpKind::matmul || k == graph::OpKind::classifier || k == graph::OpKind::attention_score ||
+         k == graph::OpKind::attention_value;
+}
+bool has_weights(graph::OpKind k) { return k == graph::OpKind::matmul || k == graph::OpKind::classifier; }
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::string t(suffix);
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+// Row-parallel linear layers (input features split over cards) end a tensor-parallel block
+// and are followed by an all-gather of the layer's output.
+bool row_parallel(const graph::Op& op) { return ends_with(op.name, ".wo") || ends_with(op.name, ".w2"); }
+
+// Passes of the vector unit over the data: a norm reads once for the statistics and once
+// to scale; softmax reads for the maximum, for the exponent sum, and to normalize.
+int vector_passes(graph::OpKind k) {
+  switch (k) {
+    case graph::OpKind::norm: return 2;
+    case graph::OpKind::softmax: return 3;
+    default: return 1;
+  }
+}
+
+double pool_bytes(const hw::MemoryPool& p) { return p.capacity_gb.has() ? *p.capacity_gb * kGB : 0; }
+int pool_channels(const hw::MemoryPool& p) { return p.channels.has() ? std::max(1, int(*p.channels)) : 1; }
+
+// Off-chip bandwidth usable through `channels` ports of `pool` at `clock_hz`, before the
+// memory efficiency: the pool's share, capped by what 512-bit ports carry at the kernel clock.
+double port_bandwidth(const hw::MemoryPool& pool, int channels, double clock_hz, const Constants& c) {
+  const int total = pool_channels(pool);
+  const int n = std::clamp(channels, 1, total);
+  const double share = *pool.bandwidth_gbps * kGB * n / total;
+  return std::min(share, n * c.axi_port_bytes.value * clock_hz);
+}
+
+struct Placement {
+  const hw::MemoryPool* weights = nullptr;
+  const hw::MemoryPool* kv = nullptr;
+  bool weights_on_chip = false;
+  bool kv_on_chip = false;
+  bool fits = true;
+  std::string text;
+};
+
+Placement place(const arch::Design& d, const hw::Device& dev, double weight_bytes, double kv_bytes, int cards,
+                const Constants& c) {
+  Placement p;
+  const double w_card = weight_bytes / cards, kv_card = kv_bytes / cards;
+  std::vector<std::string> parts;
+  if (d.style == arch::Style::dataflow) {
+    p.weights_on_chip = true;
+    const double onchip = dev.onchip_mb.has() ? *dev.onchip_mb * 1e6 * c.onchip_usable_fraction.value : 0;
+    if (w_card > double(d.buffers.weight_bytes) || w_card > onchip) {
+      p.fits = false;
+      parts.push_back(fmt::format("weights ({:.1f} MB per card) do not fit on chip (buffers {:.1f} MB, usable {:.1f} MB)",
+                                  w_card / 1e6, d.buffers.weight_bytes / 1e6, onchip / 1e6));
+    } else {
+      parts.push_back("weights resident on chip");
+    }
+  }
+  if (d.buffers.kv_bytes > 0 && kv_card <= double(d.buffers.kv_bytes)) p.kv_on_chip = true;
+  std::vector<double> free;
+  for (const auto& m : dev.memory) free.push_back(pool_bytes(m));
+  if (!p.weights_on_chip) {
+    for (std::size_t i = 0; i < dev.memory.size(); ++i)
+      if (dev.memory[i].bandwidth_gbps.has() && free[i] >= w_card) {
+        p.weights = &dev.memory[i];
+        free[i] -= w_card;
+        parts.push_back("weights in " + dev.memory[i].kind);
+        break;
+      }
+    if (!p.weights) {
+      p.fits = false;
+      parts.push_back(fmt::format("weights ({:.2f} GB per card) fit no memory of {}", w_card / kGB, dev.id));
+    }
+  }
+  if (p.kv_on_chip) {
+    parts.push_back("KV cache on chip");
+  } else if (kv_card > 0) {
+    for (std::size_t i = 0; i < dev.memory.size(); ++i)
+      if (dev.memory[i].bandwidth_gbps.has() && free[i] >= kv_card) {
+        p.kv = &dev.memory[i];
+        free[i] -= kv_card;
+        parts.push_back("KV cache in " + dev.memory[i].kind);
+        break;
+      }
+    if (!p.kv) {
+      p.fits = false;
+      parts.push_back(fmt::format("KV cache ({:.2f} GB per card) does not fit beside the weights", kv_card / kGB));
+    }
+  }
+  for (const auto& s : parts) p.text += (p.text.empty() ? "" : "; ") + s;
+  return p;
+}
+
+void add_phase_op(PhaseTime& ph, const OpTime& o) {
+  ph.compute_s += o.compute_s;
+  ph.memory_s += o.memory_s;
+  ph.fixed_s += o.fixed_s;
+  ph.link_s += o.link_s;
+  ph.seconds += o.time_s;
+  ph.flops += o.flops;
+  ph.offchip_bytes += o.offchip_bytes;
+  ph.ops.push_back(o);
+}
+
+Bound classify(double compute, double memory, double fixed, double link) {
+  const double m = std::max({compute, memory, fixed, link});
+  if (m == link && link > 0) return Bound::link;
+  if (m == memory && memory > 0) return Bound::memory;
+  if (m == compute && compute > 0) return Bound::compute;
+  return Bound::latency;
+}
+
+// Ring all-gather of `bytes` (the whole gathered tensor) over `cards`.
+double all_gather_s(double bytes, int cards, double link_bytes_per_s, const Constants& c) {
+  if (cards <= 1) return 0;
+  return (cards - 1) * (c.link_hop_s.value + bytes / cards / link_bytes_per_s);
+}
+
+double link_bandwidth(const hw::Device& dev, const Constants& c) {
+  return (dev.card_link_gbps.has() ? *dev.card_link_gbps : c.link_gbps_default.value) * kGB;
+}
+double pcie_bandwidth(const hw::Device& dev, const Constants& c) {
+  return (dev.pcie_gbps.has() ? *dev.pcie_gbps : c.pcie_gbps_default.value) * kGB;
+}
+
+// Host traffic of one phase: token ids in, logits of the last token of each sequence out.
+double host_seconds(const graph::Workload& w, const hw::Device& dev, const Constants& c) {
+  const double tokens_in = double(w.tokens()) * 4;
+  const double logits_out = double(w.shape.batch) * w.config.vocab_size * 4;
+  return 2 * c.host_transfer_s.value + (tokens_in + logits_out) / pcie_bandwidth(dev, c);
+}
+
+struct FpgaContext {
+  const arch::Design& d;
+  const hw::Device& dev;
+  const Constants& c;
+  const Placement& place;
+  double f;        // clock, Hz
+  int cards;
+  bool tensor;     // tensor-parallel split
+  bool double_buffered;
+  double bw_weights = 0, bw_kv = 0, bw_act = 0, bw_pool = 0;  // bytes/s after efficiency
+};
+
+OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
+  const auto& d = x.d;
+  const auto& mu = d.matrix_unit;
+  OpTime o;
+  o.name = op.name;
+  o.kind = op.kind;
+  o.layer = op.layer;
+  const int n = x.tensor ? x.cards : 1;
+  const double passes = std::ceil(double(std::max(tokens, 1)) / d.tiling.prefill_block);
+  double compute_cycles = 0, weight_bytes = 0, kv_bytes = op.kv_bytes, act_bytes = 0, share = 1;
+  if (is_matrix(op.kind)) {
+    std::int64_t rows = op.n, cols = op.k, batch = op.batch;
+    if (x.tensor) {
+      if (has_weights(op.kind)) {
+        if (row_parallel(op))
+          cols = (cols + n - 1) / n;
+        else
+          rows = (rows + n - 1) / n;
+      } else {
+        batch = (batch + n - 1) / n;  // attention heads split over cards
+      }
+    }
+    share = double(rows) * cols * batch / (double(op.n) * op.k * op.batch);
+    compute_cycles = double(batch) * op.m * std::ceil(double(rows) / mu.rows) * std::ceil(double(cols) / mu.cols) * mu.ii;
+    if (has_weights(op.kind) && !x.place.weights_on_chip) {
+      const double fetches = std::ceil(double(op.m) / d.tiling.prefill_block);
+      weight_bytes = op.weight_bytes * share * fetches;
+    }
+    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * share;
+  } else {
+    double elements = double(op.m) * op.n * op.batch;
+    if (x.tensor && op.kind == graph::OpKind::softmax) elements = std::ceil(elements / n);
+    compute_cycles = vector_passes(op.kind) * std::ceil(elements / d.vector_unit.lanes);
+    if (op.kind == graph::OpKind::embedding && !x.place.weights_on_chip) weight_bytes = op.weight_bytes;
+    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes;
+  }
+  if (op.activation_bytes * share > double(d.buffers.activation_bytes)) act_bytes = op.activation_bytes * share;
+  o.compute_s = compute_cycles / x.f;
+  double memory = 0;
+  if (weight_bytes > 0) memory = std::max(memory, weight_bytes / x.bw_weights);
+  if (kv_bytes > 0) memory = std::max(memory, kv_bytes / x.bw_kv);
+  if (act_bytes > 0) memory = std::max(memory, act_bytes / x.bw_act);
+  memory = std::max(memory, (weight_bytes + kv_bytes + act_bytes) / x.bw_pool);
+  o.memory_s = memory;
+  o.offchip_bytes = weight_bytes + kv_bytes + act_bytes;
+  o.flops = op.flops * share;
+  const double fixed_cycles = x.c.op_fixed_cycles.value + (is_matrix(op.kind) ? mu.pipeline_depth : 0);
+  o.fixed_s = passes * fixed_cycles / x.f;
+  if (x.tensor && has_weights(op.kind) && row_parallel(op))
+    o.link_s = all_gather_s(double(op.m) * op.n * op.act_bits / 8.0, n, link_bandwidth(x.dev, x.c), x.c);
+  const double overlapped = x.double_buffered ? std::max(o.compute_s, o.memory_s) : o.compute_s + o.memory_s;
+  o.time_s = overlapped + o.fixed_s + o.link_s;
+  o.bound = classify(o.compute_s, o.memory_s, o.fixed_s, o.link_s);
+  return o;
+}
+
+// Throws std::logic_error when a figure breaks a physical bound: the model's promise.
+void check_bounds(const Prediction& p, const std::vector<const PhaseTime*>& phases, double peak_ops_card,
+                  double raw_bw_card) {
+  for (const PhaseTime* ph : phases)
+    for (const OpTime& o : ph->ops) {
+      if (o.time_s <= 0) continue;
+      if (o.offchip_bytes / o.time_s > raw_bw_card * (1 + 1e-9))
+        throw std::logic_error(fmt::format("perf: {} op {} moves {:.3g} B/s, above the card's {:.3g} B/s", p.target,
+                                           o.name, o.offchip_bytes / o.time_s, raw_bw_card));
+      if (is_matrix(o.kind) && o.compute_s > 0 && o.flops / o.time_s > peak_ops_card * 1.001 + 1)
+        throw std::logic_error(fmt::format("perf: {} op {} computes {:.3g} op/s, above the peak {:.3g}", p.target,
+                                           o.name, o.flops / o.time_s, peak_ops_card));
+    }
+}
+
+double hourly_usd(const hw::Device& dev, double watts, const Constants& c) {
+  if (dev.cloud_usd_per_hour.has()) return *dev.cloud_usd_per_hour;
+  if (!dev.price_usd.has()) return 0;
+  return *dev.price_usd / (c.amortization_years.value * 365 * 24) + watts / 1000 * c.electricity_usd_per_kwh.value;
+}
+
+}  // namespace
+
+double peak_ops_per_s(const arch::Design& d) {
+  return 2.0 * d.matrix_unit.rows * d.matrix_unit.cols / d.matrix_unit.ii * d.clock_mhz * 1e6;
+}
+
+double usable_bandwidth(const arch::Design& d, const hw::Device& dev, const Constants& c) {
+  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) return 0;
+  const auto& pool = dev.memory.front();
+  return c.memory_efficiency.value * port_bandwidth(pool, pool_channels(pool), d.clock_mhz * 1e6, c);
+}
+
+Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c) {
+  if (dev.kind != hw::Kind::fpga) throw fpgallm::InputError(dev.id, "predict: a design needs an FPGA device");
+  if (auto problems = d.problems(); !problems.empty()) throw fpgallm::InputError(d.name, problems.front());
+  Prediction p;
+  p.target = d.name;
+  p.device = dev.id;
+  p.kind = hw::Kind::fpga;
+  p.cards = d.parallel.cards;
+  p.split = arch::to_string(d.parallel.split);
+  p.scenario = w.scenario;
+  p.precision = graph::to_string(w.decode.precision);
+  p.weight_bytes = w.decode.model_weight_bytes();
+  p.kv_bytes = w.decode.kv_cache_bytes(w.scenario.context);
+  for (const auto& m : dev.memory) p.capacity_bytes += pool_bytes(m) * p.cards;
+  const Placement pl = place(d, dev, p.weight_bytes, p.kv_bytes, p.cards, c);
+  p.fits_memory = pl.fits;
+  p.placement = pl.text;
+
+  const double f = d.clock_mhz * 1e6;
+  FpgaContext x{d, dev, c, pl, f, p.cards, d.parallel.split == arch::Split::tensor, false};
+  const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * d.matrix_unit.weight_bits / 8;
+  x.double_buffered = pl.weights_on_chip || d.buffers.weight_bytes >= 2 * tile_bytes;
+  const double eta = c.memory_efficiency.value;
+  const hw::MemoryPool* main_pool = pl.weights ? pl.weights : (pl.kv ? pl.kv : (dev.memory.empty() ? nullptr : &dev.memory.front()));
+  if (!main_pool || !main_pool->bandwidth_gbps.has())
+    throw fpgallm::InputError(dev.id, "the device has no off-chip memory bandwidth figure");
+  const hw::MemoryPool& wp = pl.weights ? *pl.weights : *main_pool;
+  const hw::MemoryPool& kp = pl.kv ? *pl.kv : *main_pool;
+  const int wc = d.memory.weight_channels;
+  const int kc = d.memory.kv_channels > 0 ? d.memory.kv_channels : wc;
+  const int ac = d.memory.activation_channels > 0 ? d.memory.activation_channels : wc;
+  x.bw_weights = eta * port_bandwidth(wp, wc, f, c);
+  x.bw_kv = eta * port_bandwidth(kp, kc, f, c);
+  x.bw_act = eta * port_bandwidth(*main_pool, ac, f, c);
+  const bool same_pool = &wp == &kp;
+  const int used_channels = same_pool ? std::min(pool_channels(wp), wc + d.memory.kv_channels + d.memory.activation_channels)
+                                      : pool_channels(wp);
+  x.bw_pool = eta * port_bandwidth(wp, used_channels, f, c) + (same_pool ? 0 : eta * port_bandwidth(kp, kc, f, c));
+  double raw_bw = port_bandwidth(wp, pool_channels(wp), f, c) + (same_pool ? 0 : port_bandwidth(kp, pool_channels(kp), f, c));
+
+  auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph) {
+    const int tokens = int(wl.tokens());
+    for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
+    if (d.parallel.split == arch::Split::pipeline && p.cards > 1) {
+      const double hop_bytes = double(wl.tokens()) * wl.config.dim * wl.precision.act_bits / 8.0;
+      ph.link_s += (p.cards - 1) * (c.link_hop_s.value + hop_bytes / link_bandwidth(dev, c));
+      ph.seconds += (p.cards - 1) * (c.link_hop_s.value + hop_bytes / link_bandwidth(dev, c));
+    }
+    ph.host_s = host_seconds(wl, dev, c);
+    ph.seconds += ph.host_s;
+    if (x.tensor) {
+      ph.flops *= p.cards;
+      ph.offchip_bytes *= p.cards;
+    }
+  };
+  run_phase(w.prefill, p.prefill);
+  run_phase(w.decode, p.decode);
+
+  p.peak_ops_per_s = peak_ops_per_s(d) * p.cards;
+  p.peak_bytes_per_s = raw_bw * p.cards;
+  p.prefill_s = p.prefill.seconds;
+  p.decode_step_s = p.decode.seconds;
+  p.decode_tokens_per_s = w.scenario.batch / p.decode_step_s;
+  p.prefill_tokens_per_s = double(w.prefill.tokens()) / p.prefill_s;
+  check_bounds(p, {&p.prefill, &p.decode}, peak_ops_per_s(d), raw_bw);
+
+  // Power while decoding: the resource model's counts with the activity the timing implies.
+  try {
+    const hw::Utilization use = hw::estimate_resources(d, dev);
+    hw::Activity act;
+    act.mac_busy = std::min(1.0, p.decode.compute_s / p.decode.seconds);
+    act.vector_busy = 0.2;
+    act.bram_busy = 1.0;
+    act.offchip_bytes_per_s = p.decode.offchip_bytes / p.cards / p.decode.seconds;
+    const hw::Power pw = hw::estimate_power(d, dev, use, act);
+    p.watts = pw.total_w * p.cards;
+    for (const auto& a : pw.assumptions) p.notes.push_back("power: " + a);
+  } catch (const fpgallm::InputError& e) {
+    p.notes.push_back(std::string("no power estimate: ") + e.what());
+  }
+  if (p.watts > 0) p.joules_per_token = p.watts * p.decode_step_s / w.scenario.batch;
+  const double hourly = hourly_usd(dev, p.watts, c) * p.cards;
+  if (hourly > 0) p.usd_per_mtoken = hourly / (p.decode_tokens_per_s * 3600) * 1e6;
+
+  p.assumptions = {
+      {"clock", d.clock_mhz, "MHz", "design.clock_mhz"},
+      {"matrix_unit_macs", double(d.matrix_unit.rows) * d.matrix_unit.cols / d.matrix_unit.ii, "MAC/cycle",
+       "design.matrix_unit rows x cols / ii"},
+      {"memory_efficiency", eta, c.memory_efficiency.unit, c.memory_efficiency.source},
+      {"weight_bandwidth", x.bw_weights / kGB, "GB/s",
+       fmt::format("{} of {} x {} channels, 512-bit ports at the kernel clock, x memory_efficiency", wp.kind, dev.id, wc)},
+      {"kv_bandwidth", x.bw_kv / kGB, "GB/s", fmt::format("{} x {} channels x memory_efficiency", kp.kind, kc)},
+      {"op_fixed_cycles", c.op_fixed_cycles.value, c.op_fixed_cycles.unit, c.op_fixed_cycles.source},
+      {"host_transfer_s", c.host_transfer_s.value, c.host_transfer_s.unit, c.host_transfer_s.source},
+      {"double_buffered", x.double_buffered ? 1.0 : 0.0, "bool",
+       "buffers.weight_bytes >= 2 weight tiles: memory and compute overlap"},
+  };
+  if (p.cards > 1) {
+    p.assumptions.push_back({"link_bandwidth", link_bandwidth(dev, c) / kGB, "GB/s",
+                             dev.card_link_gbps.has() ? dev.card_link_gbps.source : c.link_gbps_default.source});
+    p.assumptions.push_back({"link_hop_s", c.link_hop_s.value, c.link_hop_s.unit, c.link_hop_s.source});
+  }
+  if (p.watts > 0 && !dev.cloud_usd_per_hour.has() && dev.price_usd.has()) {
+    p.assumptions.push_back({"amortization_years", c.amortization_years.value, "years", c.amortization_years.source});
+    p.assumptions.push_back({"electricity", c.electricity_usd_per_kwh.value, "USD/kWh", c.electricity_usd_per_kwh.source});
+  }
+  if (!pl.fits) p.notes.push_back("does not fit: " + pl.text);
+  return p;
+}
+
+Prediction predict_gpu(const hw::Device& dev, const Workloads& w, int cards, GpuStack stack, const Constants& c) {
+  if (dev.kind != hw::Kind::gpu) throw fpgallm::InputError(dev.id, "predict_gpu: not a GPU");
+  if (cards < 1) throw fpgallm::InputError(dev.id, "predict_gpu: cards must be at least 1");
+  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has())
+    throw fpgallm::InputError(dev.id, "the GPU has no memory bandwidth figure");
+  Prediction p;
+  p.target = dev.id;
+  p.device = dev.id;
+  p.kind = hw::Kind::gpu;
+  p.cards = cards;
+  p.split = cards > 1 ? "tensor" : "none";
+  p.scenario = w.scenario;
+  p.precision = graph::to_string(w.decode.precision);
+  p.weight_bytes = w.decode.model_weight_bytes();
+  p.kv_bytes = w.decode.kv_cache_bytes(w.scenario.context);
+  p.capacity_bytes = dev.memory_capacity_gb() * kGB * cards;
+  p.fits_memory = p.weight_bytes + p.kv_bytes <= p.capacity_bytes;
+  p.placement = p.fits_memory ? "weights and KV cache in " + dev.memory.front().kind
+                              : fmt::format("weights + KV cache ({:.1f} GB) exceed {} x {:.0f} GB", (p.weight_bytes + p.kv_bytes) / kGB,
+                                            cards, dev.memory_capacity_gb());
+  const double bw_raw = dev.memory_bandwidth_gbps() * kGB;
+  const double bw = c.gpu_bandwidth_efficiency.value * bw_raw;
+  auto peak_for = [&](const graph::Op& op) {
+    const bool int8 = op.act_bits > 0 && op.act_bits <= 8 && op.weight_bits <= 8;
+    if (op.act_bits >= 32 && dev.peak_fp32_tflops.has()) return *dev.peak_fp32_tflops * 1e12;
+    if (int8 && dev.peak_int8_tops.has()) return *dev.peak_int8_tops * 1e12;
+    if (dev.peak_fp16_tflops.has()) return *dev.peak_fp16_tflops * 1e12;
+    if (dev.peak_bf16_tflops.has()) return *dev.peak_bf16_tflops * 1e12;
+    throw fpgallm::InputError(dev.id, "the GPU has no peak throughput figure");
+  };
+  double peak_max = 0;
+  const double link = link_bandwidth(dev, c);
+  const double layer_overhead =
+      stack == GpuStack::eager ? c.gpu_layer_overhead_eager_s.value : c.gpu_layer_overhead_graphs_s.value;
+  auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph) {
+    for (const auto& op : wl.ops) {
+      OpTime o;
+      o.name = op.name;
+      o.kind = op.kind;
+      o.layer = op.layer;
+      const double split = (is_matrix(op.kind) || op.kind == graph::OpKind::softmax) ? cards : 1;
+      const double peak = peak_for(op);
+      peak_max = std::max(peak_max, peak);
+      o.flops = op.flops / split;
+      o.offchip_bytes = op.bytes() / split;
+      o.compute_s = o.flops / (c.gpu_compute_efficiency.value * peak);
+      o.memory_s = o.offchip_bytes / bw;
+      if (cards > 1 && has_weights(op.kind) && row_parallel(op))  // ring all-reduce
+        o.link_s = 2 * all_gather_s(double(op.m) * op.n * op.act_bits / 8.0, cards, link, c);
+      o.time_s = std::max(o.compute_s, o.memory_s) + o.link_s;
+      o.bound = classify(o.compute_s, o.memory_s, 0, o.link_s);
+      add_phase_op(ph, o);
+    }
+    ph.fixed_s = layer_overhead * wl.config.n_layers;
+    ph.seconds += ph.fixed_s;
+    ph.host_s = host_seconds(wl, dev, c);
+    ph.seconds += ph.host_s;
+    ph.flops *= cards;
+    ph.offchip_bytes *= cards;
+  };
+  run_phase(w.prefill, p.prefill);
+  run_phase(w.decode, p.decode);
+  p.peak_ops_per_s = peak_max * cards;
+  p.peak_bytes_per_s = bw_raw * cards;
+  p.prefill_s = p.prefill.seconds;
+  p.decode_step_s = p.decode.seconds;
+  p.decode_tokens_per_s = w.scenario.batch / p.decode_step_s;
+  p.prefill_tokens_per_s = double(w.prefill.tokens()) / p.prefill_s;
+  for (const PhaseTime* ph : {&p.prefill, &p.decode})
+    for (const OpTime& o : ph->ops)
+      if (o.time_s > 0 && (o.offchip_bytes / o.time_s > bw_raw * (1 + 1e-9) || o.flops / o.time_s > peak_max * (1 + 1e-9)))
+        throw std::logic_error(fmt::format("perf: GPU {} op {} exceeds a peak", dev.id, o.name));
+
+  const double busy = std::min(1.0, (p.decode.seconds - p.decode.fixed_s - p.decode.host_s) / p.decode.seconds);
+  try {
+    const hw::Power pw = hw::estimate_board_power(dev, busy);
+    p.watts = pw.total_w * cards;
+    for (const auto& a : pw.assumptions) p.notes.push_back("power: " + a);
+  } catch (const fpgallm::InputError& e) {
+    p.notes.push_back(std::string("no power estimate: ") + e.what());
+  }
+  if (p.watts > 0) p.joules_per_token = p.watts * p.decode_step_s / w.scenario.batch;
+  const double hourly = hourly_usd(dev, p.watts, c) * cards;
+  if (hourly > 0) p.usd_per_mtoken = hourly / (p.decode_tokens_per_s * 3600) * 1e6;
+  p.assumptions = {
+      {"gpu_bandwidth_efficiency", c.gpu_bandwidth_efficiency.value, "fraction", c.gpu_bandwidth_efficiency.source},
+      {"gpu_compute_efficiency", c.gpu_compute_efficiency.value, "fraction", c.gpu_compute_efficiency.source},
+      {"software_stack_layer_overhead", layer_overhead, "s per layer per step",
+       stack == GpuStack::eager ? c.gpu_layer_overhead_eager_s.source : c.gpu_layer_overhead_graphs_s.source},
+      {"memory_bandwidth", bw_raw / kGB, "GB/s", dev.memory.front().bandwidth_gbps.source},
+      {"peak_ops", peak_max / 1e12, "TOPS", "device datasheet peak for the operand widths"},
+  };
+  if (cards > 1)
+    p.assumptions.push_back({"link_bandwidth", link / kGB, "GB/s",
+                             dev.card_link_gbps.has() ? dev.card_link_gbps.source : c.link_gbps_default.source});
+  if (!p.fits_memory) p.notes.push_back("does not fit: " + p.placement);
+  return p;
+}
+
+std::vector<double> decode_curve(const arch::Design& design, const hw::Device& device, const model::Config& config,
+                                 const graph::Precision& precision, const Scenario& s, const std::vector<int>& contexts) {
+  std::vector<double> out;
+  for (int ctx : contexts) {
+    Scenario t = s;
+    t.context = ctx;
+    t.prompt = 1;
+    out.push_back(predict(design, device, lower(config, precision, t)).decode_step_s);
+  }
+  return out;
+}
+
+void to_json(nlohmann::json& j, const Assumption& a) {
+  j = {{"name", a.name}, {"value", a.value}, {"unit", a.unit}, {"source", a.source}};
+}
+
+void to_json(nlohmann::json& j, const OpTime& o) {
+  j = {{"name", o.name},           {"kind", graph::to_string(o.kind)}, {"flops", o.flops},
+       {"offchip_bytes", o.offchip_bytes}, {"compute_s", o.compute_s},   {"memory_s", o.memory_s},
+       {"fixed_s", o.fixed_s},     {"link_s", o.link_s},                {"time_s", o.time_s},
+       {"bound", to_string(o.bound)}};
+}
+
+nlohmann::json summary_json(const Prediction& p) {
+  nlohmann::json j = {{"target", p.target},
+                      {"device", p.device},
+                      {"kind", hw::to_string(p.kind)},
+                      {"cards", p.cards},
+                      {"split", p.split},
+                      {"batch", p.scenario.batch},
+                      {"prompt", p.scenario.prompt},
+                      {"context", p.scenario.context},
+                      {"precision", p.precision},
+                      {"weight_bytes", p.weight_bytes},
+                      {"kv_bytes", p.kv_bytes},
+                      {"capacity_bytes", p.capacity_bytes},
+                      {"fits_memory", p.fits_memory},
+                      {"placement", p.placement},
+                      {"peak_ops_per_s", p.peak_ops_per_s},
+                      {"peak_bytes_per_s", p.peak_bytes_per_s},
+                      {"prefill_s", p.prefill_s},
+                      {"prefill_tokens_per_s", p.prefill_tokens_per_s},
+                      {"decode_step_s", p.decode_step_s},
+                      {"decode_tokens_per_s", p.decode_tokens_per_s},
+                      {"watts", p.watts},
+                      {"joules_per_token", p.joules_per_token},
+                      {"usd_per_mtoken", p.usd_per_mtoken},
+                      {"assumptions", p.assumptions},
+                      {"notes", p.notes}};
+  for (auto [name, ph] : {std::pair{"prefill_breakdown", &p.prefill}, std::pair{"decode_breakdown", &p.decode}})
+    j[name] = {{"compute_s", ph->compute_s}, {"memory_s", ph->memory_s}, {"fixed_s", ph->fixed_s},
+               {"link_s", ph->link_s},       {"host_s", ph->host_s},     {"seconds", ph->seconds},
+               {"flops", ph->flops},         {"offchip_bytes", ph->offchip_bytes}};
+  return j;
+}
+
+void to_json(nlohmann::json& j, const Prediction& p) {
+  j = summary_json(p);
+  j["prefill_ops"] = p.prefill.ops;
+  j["decode_ops"] = p.decode.ops;
+}
+
+}  // namespace perf

@@ -1,0 +1,381 @@
+#include "perf/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "arch/design.hpp"
+#include "model/presets.hpp"
+#include "perf/perf.hpp"
+#include "util/error.hpp"
+#include "util/paths.hpp"
+
+namespace perf {
+
+namespace {
+
+using Record = std::map<std::string, std::string>;
+
+// RFC 4180 CSV: quoted fields may hold commas, doubled quotes and newlines.
+std::vector<std::pair<int, std::vector<std::string>>> parse_csv(const std::string& text, const std::string& path) {
+  std::vector<std::pair<int, std::vector<std::string>>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false, any = false;
+  int line = 1, row_line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (quoted) {
+      if (ch == '"') {
+        if (i + 1 < text.size() && text[i + 1] == '"') {
+          field += '"';
+          ++i;
+        } else {
+          quoted = false;
+        }
+      } else {
+        if (ch == '\n') ++line;
+        field += ch;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      quoted = true;
+      any = true;
+    } else if (ch == ',') {
+      row.push_back(field);
+      field.clear();
+      any = true;
+    } else if (ch == '\n' || ch == '\r') {
+      if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      if (any || !field.empty()) {
+        row.push_back(field);
+        rows.emplace_back(row_line, row);
+      }
+      row.clear();
+      field.clear();
+      any = false;
+      ++line;
+      row_line = line;
+    } else {
+      field += ch;
+      any = true;
+    }
+  }
+  if (quoted) throw fpgallm::InputError(path, fmt::format("line {}: unterminated quoted field", row_line));
+  if (any || !field.empty()) {
+    row.push_back(field);
+    rows.emplace_back(row_line, row);
+  }
+  return rows;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// The first number of a cell ("~45 tok/s", "65.9%", "KV length 128"); nullopt when none.
+std::optional<double> first_number(const std::string& s) {
+  static const std::regex number(R"((\d+(?:\.\d+)?))");
+  std::smatch m;
+  if (!std::regex_search(s, m, number)) return std::nullopt;
+  return std::stod(m[1]);
+}
+bool is_range(const std::string& s) {
+  static const std::regex range(R"(\d\s*-\s*\d)");
+  return std::regex_search(s, range);
+}
+int leading_count(const std::string& s) {  // "4x V100" -> 4
+  static const std::regex count(R"(^\s*(\d+)\s*x\s)", std::regex::icase);
+  std::smatch m;
+  if (std::regex_search(s, m, count)) return std::stoi(m[1]);
+  return 1;
+}
+
+struct Metric {
+  std::string name, unit;
+};
+std::optional<Metric> metric_of(const std::string& cell) {
+  const std::string s = lower(cell);
+  auto starts = [&](const char* p) { return s.rfind(p, 0) == 0; };
+  if (starts("decode_tokens_per_s")) return Metric{"decode_tokens_per_s", "tok/s"};
+  if (starts("ms_per_token")) return Metric{"ms_per_token", "ms"};
+  if (starts("throughput_tokens_per_s")) return Metric{"throughput_tokens_per_s", "tok/s"};
+  if (starts("end_to_end_latency_ms")) return Metric{"end_to_end_latency_ms", "ms"};
+  if (starts("prefill_latency_ms")) return Metric{"prefill_latency_ms", "ms"};
+  if (starts("achieved_gflops")) return Metric{"achieved_gflops", "GFLOP/s"};
+  return std::nullopt;
+}
+
+struct ModelAlias {
+  std::vector<std::string> contains;
+  std::string preset;
+};
+std::vector<ModelAlias> model_aliases() {
+  const std::string path = fpgallm::data_dir() + "/published/models.json";
+  std::ifstream in(path);
+  if (!in) throw fpgallm::InputError(path, "cannot open the model-name table");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw fpgallm::InputError(path, fmt::format("malformed JSON ({})", e.what()));
+  }
+  std::vector<ModelAlias> out;
+  for (const auto& e : j.at("models")) out.push_back({e.at("contains").get<std::vector<std::string>>(), e.at("preset")});
+  return out;
+}
+
+std::optional<std::string> resolve_model(const std::string& text, const std::vector<ModelAlias>& aliases) {
+  const std::string t = lower(text);
+  for (const auto& a : aliases) {
+    bool all = true;
+    for (const auto& piece : a.contains) all = all && t.find(lower(piece)) != std::string::npos;
+    if (all) return a.preset;
+  }
+  return std::nullopt;
+}
+
+// A GPU named somewhere in free text ("A100 W8A8 (1065 MHz listed)", "V100S (vLLM+...)").
+const hw::Device* find_gpu(const std::string& text) {
+  static const std::regex word(R"([A-Za-z0-9][A-Za-z0-9\-]*)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), word); it != std::sregex_iterator(); ++it) {
+    const hw::Device* d = hw::lookup_device(it->str());
+    if (d && d->kind == hw::Kind::gpu) return d;
+  }
+  return nullptr;
+}
+
+std::string gpu_scheme(const std::string& text, const std::string& fallback) {
+  static const std::regex wa(R"(W(\d+)A(\d+))", std::regex::icase);
+  std::smatch m;
+  if (std::regex_search(text, m, wa)) return fmt::format("w{}a{}", m[1].str(), m[2].str());
+  const std::string t = lower(text);
+  if (t.find("smoothquant") != std::string::npos) return "w8a8";
+  if (t.find("fp16") != std::string::npos) return "fp16";
+  if (t.find("bf16") != std::string::npos) return "bf16";
+  return fallback;
+}
+
+struct PublishedDesign {
+  arch::Design design;
+  std::string model;   // preset
+  std::string scheme;  // quant scheme of the workload
+};
+
+std::optional<PublishedDesign> load_published(const std::string& dir, const std::string& source_id) {
+  const std::string path = dir + "/" + source_id + ".json";
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  std::ifstream in(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw fpgallm::InputError(path, fmt::format("malformed JSON ({})", e.what()));
+  }
+  PublishedDesign p;
+  try {
+    arch::from_json(j, p.design);
+  } catch (const std::exception& e) {
+    throw fpgallm::InputError(path, e.what());
+  }
+  if (auto problems = p.design.problems(); !problems.empty()) throw fpgallm::InputError(path, problems.front());
+  if (j.contains("model") && j["model"].is_string()) p.model = j["model"];
+  if (j.contains("quant") && j["quant"].is_string()) p.scheme = j["quant"];
+  if (p.scheme.empty()) throw fpgallm::InputError(path, "\"quant\": the workload's scheme (e.g. \"w4a8\") is required");
+  return p;
+}
+
+// Lengths of the request a row measured.
+struct Request {
+  int batch = 1, prompt = 0, generate = 0, context = 0;
+};
+
+constexpr int kUnknownContext = 512;  // decode context when a row gives no lengths
+
+// Figures of the row's metric from a predictor (FPGA design or GPU), by lowering the
+// workloads it needs: prefill at the prompt, decode at the start, middle and end of the
+// generation (the KV traffic grows linearly with the context; Simpson's rule).
+template <typename Predict>
+double predict_metric(const std::string& metric, const model::Config& cfg, const graph::Precision& prec,
+                      const Request& r, Predict&& predict) {
+  auto run = [&](int prompt, int context) {
+    Scenario s;
+    s.batch = r.batch;
+    s.prompt = std::max(1, prompt);
+    s.context = std::max(1, context);
+    return predict(lower(cfg, prec, s));
+  };
+  if (metric == "prefill_latency_ms") return run(r.prompt, r.prompt + 1).prefill_s * 1e3;
+  if (metric == "ms_per_token") return run(1, r.context).decode_step_s * 1e3;
+  if (r.generate <= 0) {  // decode rate at a single context
+    const Prediction p = run(std::max(r.prompt, 1), r.context);
+    return p.decode_tokens_per_s;
+  }
+  const int c0 = r.prompt + 1, c1 = r.prompt + r.generate, cm = (c0 + c1) / 2;
+  const Prediction first = run(r.prompt, c0), mid = run(r.prompt, cm), last = run(r.prompt, c1);
+  const double mean_step = (first.decode_step_s + 4 * mid.decode_step_s + last.decode_step_s) / 6;
+  const double mean_flops = (first.decode.flops + 4 * mid.decode.flops + last.decode.flops) / 6;
+  const double decode_s = mean_step * r.generate;
+  const double total_s = first.prefill_s + decode_s;
+  if (metric == "decode_tokens_per_s") return r.batch * r.generate / decode_s;
+  if (metric == "throughput_tokens_per_s") return r.batch * r.generate / total_s;
+  if (metric == "end_to_end_latency_ms") return total_s * 1e3;
+  if (metric == "achieved_gflops") return (first.prefill.flops + mean_flops * r.generate) / total_s / 1e9;
+  throw std::logic_error("validate: unhandled metric " + metric);
+}
+
+}  // namespace
+
+double median_abs(const std::vector<double>& errors) {
+  if (errors.empty()) return 0;
+  std::vector<double> a;
+  for (double e : errors) a.push_back(std::fabs(e));
+  std::sort(a.begin(), a.end());
+  const std::size_t n = a.size();
+  return n % 2 ? a[n / 2] : (a[n / 2 - 1] + a[n / 2]) / 2;
+}
+
+Validation validate(const std::string& csv_path, const std::string& designs_dir) {
+  std::ifstream in(csv_path, std::ios::binary);
+  if (!in) throw fpgallm::InputError(csv_path, "cannot open the results CSV");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto table = parse_csv(ss.str(), csv_path);
+  if (table.empty()) throw fpgallm::InputError(csv_path, "empty CSV");
+  const auto& header = table.front().second;
+  for (const char* required : {"source_id", "device", "model", "metric", "value", "batch", "prompt_len", "gen_len"})
+    if (std::find(header.begin(), header.end(), required) == header.end())
+      throw fpgallm::InputError(csv_path, fmt::format("missing column '{}'", required));
+  const auto aliases = model_aliases();
+
+  Validation v;
+  std::vector<double> fpga_errors, gpu_errors, all_errors;
+  for (std::size_t i = 1; i < table.size(); ++i) {
+    const int line = table[i].first;
+    const auto& cells = table[i].second;
+    if (cells.size() != header.size())
+      throw fpgallm::InputError(csv_path, fmt::format("line {}: {} fields, the header has {}", line, cells.size(), header.size()));
+    Record rec;
+    for (std::size_t k = 0; k < header.size(); ++k) rec[header[k]] = cells[k];
+    auto get = [&](const char* key) { return rec.count(key) ? rec[key] : std::string(); };
+    const std::string source = get("source_id");
+    auto skip = [&](const std::string& kind, const std::string& metric, const std::string& reason) {
+      v.skipped.push_back({line, source, kind, metric, reason});
+    };
+
+    const auto metric = metric_of(get("metric"));
+    Request req;
+    req.batch = int(first_number(get("batch")).value_or(1));
+    const std::string prompt_cell = get("prompt_len"), gen_cell = get("gen_len");
+    const bool lengths_are_ranges = is_range(prompt_cell) || is_range(gen_cell);
+    if (lower(prompt_cell).find("kv length") != std::string::npos) {
+      req.context = int(first_number(prompt_cell).value_or(kUnknownContext));
+    } else {
+      req.prompt = int(first_number(prompt_cell).value_or(0));
+      req.generate = int(first_number(gen_cell).value_or(0));
+      req.context = req.generate > 0 ? req.prompt + req.generate / 2 : (req.prompt > 0 ? req.prompt : kUnknownContext);
+    }
+    const auto model_name = resolve_model(get("model") + " " + get("params"), aliases);
+    const auto published = load_published(designs_dir, source);
+
+    // FPGA row.
+    [&] {
+      const std::string metric_cell = get("metric");
+      if (!metric) return skip("fpga", metric_cell, "metric not produced by the model (it predicts times and rates)");
+      const std::string value = get("value");
+      if (lower(value).find("up to") != std::string::npos) return skip("fpga", metric->name, "an upper bound ('up to'), not a measurement");
+      if (is_range(value)) return skip("fpga", metric->name, "a range of values, not one measurement");
+      const auto measured = first_number(value);
+      if (!measured || *measured <= 0) return skip("fpga", metric->name, "no numeric value");
+      if (lengths_are_ranges) return skip("fpga", metric->name, "one value given for a range of prompt/generation lengths");
+      if (!model_name) return skip("fpga", metric->name, "model not identified as a preset (" + get("model") + ")");
+      if (!published) return skip("fpga", metric->name, "no design file " + source + ".json in " + designs_dir);
+      arch::Design d = published->design;
+      // The board the row was measured on, looked up by device id in the row's text.
+      const hw::Device* dev = nullptr;
+      const std::string row_device = lower(get("device"));
+      for (const auto& cand : hw::devices())
+        if (cand.kind == hw::Kind::fpga && row_device.find(lower(cand.id)) != std::string::npos &&
+            (!dev || cand.id.size() > dev->id.size()))
+          dev = &cand;
+      if (!dev) return skip("fpga", metric->name, "device not in data/devices.json: " + get("device"));
+      if (dev->id != d.device)
+        return skip("fpga", metric->name, "the design file describes " + d.device + ", the row " + get("device"));
+      const int cards = leading_count(get("device"));
+      d.device = dev->id;
+      d.batch = req.batch;
+      d.parallel.cards = cards;
+      if (cards > 1 && d.parallel.split == arch::Split::none) d.parallel.split = arch::Split::tensor;
+      if (cards == 1) d.parallel.split = arch::Split::none;
+      const model::Config cfg = *model::find_preset(*model_name);
+      const graph::Precision prec = graph::parse_scheme(published->scheme);
+      const double predicted = predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) { return predict(d, *dev, w); });
+      ValidationRow row{line, source, "fpga", dev->id, *model_name, published->scheme, metric->name, metric->unit, cards,
+                        req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured};
+      fpga_errors.push_back(row.error);
+      v.rows.push_back(row);
+    }();
+
+    // GPU baseline of the same row.
+    const std::string gpu_text = get("gpu_baseline_device"), gpu_value = get("gpu_baseline_value");
+    if (gpu_text.empty() || gpu_value.empty()) continue;
+    [&] {
+      if (!metric) return skip("gpu", get("metric"), "metric not produced by the model");
+      // "1632.1 GFLOPS summarization / 40.6 GFLOPS generation": two figures, not one.
+      static const std::regex two_figures(R"(\d.*\s/\s.*\d)");
+      const std::string before_note = gpu_value.substr(0, gpu_value.find('('));
+      if (std::regex_search(before_note, two_figures))
+        return skip("gpu", metric->name, "two figures in one cell (" + gpu_value + ")");
+      const auto measured = first_number(gpu_value);
+      if (!measured || *measured <= 0) return skip("gpu", metric->name, "no numeric value");
+      if (lengths_are_ranges) return skip("gpu", metric->name, "one value given for a range of lengths");
+      if (!model_name) return skip("gpu", metric->name, "model not identified as a preset");
+      const hw::Device* gpu = find_gpu(gpu_text);
+      if (!gpu) return skip("gpu", metric->name, "GPU not in data/devices.json: " + gpu_text);
+      const int cards = leading_count(gpu_text);
+      const std::string scheme = gpu_scheme(gpu_text, published ? published->scheme : "fp16");
+      const model::Config cfg = *model::find_preset(*model_name);
+      const graph::Precision prec = graph::parse_scheme(scheme);
+      const double predicted = predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) {
+        return predict_gpu(*gpu, w, cards, GpuStack::eager);
+      });
+      ValidationRow row{line, source, "gpu", gpu->id, *model_name, scheme, metric->name, metric->unit, cards,
+                        req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured};
+      gpu_errors.push_back(row.error);
+      v.rows.push_back(row);
+    }();
+  }
+  for (const auto& r : v.rows) all_errors.push_back(r.error);
+  v.median_abs_error_fpga = median_abs(fpga_errors);
+  v.median_abs_error_gpu = median_abs(gpu_errors);
+  v.median_abs_error = median_abs(all_errors);
+  return v;
+}
+
+void to_json(nlohmann::json& j, const Validation& v) {
+  j = nlohmann::json::object();
+  j["rows"] = nlohmann::json::array();
+  for (const auto& r : v.rows)
+    j["rows"].push_back({{"line", r.line},         {"source_id", r.source_id}, {"kind", r.kind},
+                         {"device", r.device},     {"model", r.model},         {"precision", r.precision},
+                         {"metric", r.metric},     {"unit", r.unit},           {"cards", r.cards},
+                         {"batch", r.batch},       {"prompt", r.prompt},       {"generate", r.generate},
+                         {"measured", r.measured}, {"predicted", r.predicted}, {"error", r.error}});
+  j["skipped"] = nlohmann::json::array();
+  for (const auto& s : v.skipped)
+    j["skipped"].push_back({{"line", s.line}, {"source_id", s.source_id}, {"kind", s.kind}, {"metric", s.metric}, {"reason", s.reason}});
+  j["median_abs_error_fpga"] = v.median_abs_error_fpga;
+  j["median_abs_error_gpu"] = v.median_abs_error_gpu;
+  j["median_abs_error"] = v.median_abs_error;
+}
+
+}  // namespace perf

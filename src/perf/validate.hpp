@@ -1,0 +1,51 @@
+#pragma once
+// Checks the performance model against published measurements: every usable row of a CSV
+// in the format of data/published_results.csv is predicted with the same model and
+// constants, FPGA rows from the published design described in <designs>/<source_id>.json,
+// GPU baseline rows from the same workload on the named GPU.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace perf {
+
+struct ValidationRow {
+  int line = 0;               // line in the CSV (header = 1)
+  std::string source_id;
+  std::string kind;           // "fpga" or "gpu"
+  std::string device;         // device id
+  std::string model;          // preset name
+  std::string precision;
+  std::string metric;         // normalized metric name
+  std::string unit;
+  int cards = 1, batch = 1, prompt = 0, generate = 0;
+  double measured = 0;
+  double predicted = 0;
+  double error = 0;           // (predicted - measured) / measured
+};
+
+struct SkippedRow {
+  int line = 0;
+  std::string source_id;
+  std::string kind;
+  std::string metric;
+  std::string reason;
+};
+
+struct Validation {
+  std::vector<ValidationRow> rows;
+  std::vector<SkippedRow> skipped;
+  double median_abs_error_fpga = 0;
+  double median_abs_error_gpu = 0;
+  double median_abs_error = 0;  // all predicted rows
+};
+
+// Throws fpgallm::InputError for an unreadable or malformed CSV or design file.
+Validation validate(const std::string& csv_path, const std::string& designs_dir);
+
+double median_abs(const std::vector<double>& errors);
+
+void to_json(nlohmann::json& j, const Validation& v);
+
+}  // namespace perf
