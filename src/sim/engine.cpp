@@ -11,6 +11,7 @@ namespace sim {
 
 const char* to_string(UnitKind k) {
   switch (k) {
+    case UnitKind::control: return "control";
     case UnitKind::matrix: return "matrix";
     case UnitKind::vector: return "vector";
     case UnitKind::memory: return "memory";

@@ -27,7 +27,7 @@ namespace sim {
 using Cycles = double;
 using TaskId = std::int32_t;
 
-enum class UnitKind { matrix, vector, memory, host_link, card_link };
+enum class UnitKind { control, matrix, vector, memory, host_link, card_link };
 const char* to_string(UnitKind k);
 inline bool is_transfer(UnitKind k) { return k == UnitKind::memory || k == UnitKind::host_link || k == UnitKind::card_link; }
 

@@ -1,0 +1,115 @@
+#pragma once
+// sim::simulate: a Design on its Device executing the per-layer instruction list
+// (arch::Program, the same list the accelerator backend runs) cycle by cycle at tile
+// granularity, on sim::Engine. What it models, and what it takes from elsewhere:
+//   - matmul: the weight tiles (tiling.tile_rows x tile_cols) streamed from the weight
+//     channels into buffers.weight_bytes (double-buffered when two tiles fit), each tile
+//     computed for all tokens of the step on the matrix unit:
+//     tokens x ceil(r/rows) x ceil(c/cols) x ii + pipeline_depth cycles;
+//   - attention: per KV head, blocks of tile_rows keys streamed from the KV channels
+//     (staged in the activation buffer), scores and value product on the matrix unit,
+//     softmax on the vector unit, software-pipelined by one block; causal masking
+//     skips the masked key groups;
+//   - vector operations: passes x ceil(elements / lanes) cycles (2 passes for a norm,
+//     3 for softmax, 1 otherwise, as the analytical model counts them);
+//   - an in-order controller issues each instruction after the previous one finished
+//     (perf constant op_fixed_cycles); fused instructions run inside their neighbour;
+//   - host transfers over PCIe, card-to-card all-gathers (tensor split, after wo and w2)
+//     and stage hand-offs (pipeline split) over the card link, with the analytical
+//     model's volumes and link figures.
+// Bandwidths, efficiencies and latencies come from hw::Device and perf::constants()
+// (one copy of every number); the memory request latency from data/sim_model.json.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "arch/design.hpp"
+#include "arch/program.hpp"
+#include "hw/device.hpp"
+#include "model/config.hpp"
+#include "sim/engine.hpp"
+
+namespace sim {
+
+struct Options {
+  arch::Stage stage = arch::Stage::decode;
+  int prompt = 128;   // prefill: prompt tokens (split into programs of tiling.prefill_block)
+  int context = 512;  // decode: positions the new token attends (itself included)
+  arch::PrecisionFn precision;  // per-linear weight bits; default: the design's weight_bits
+};
+
+struct Assumption {
+  std::string name;
+  double value = 0;
+  std::string unit;
+  std::string source;
+};
+
+struct OpReport {
+  std::string name;     // instruction name ("blk.3.wq")
+  std::string kind;     // arch::Op ("matmul", "attention", ...)
+  int layer = -1;
+  int card = 0;
+  int program = 0;      // prefill block index (0 for decode)
+  Cycles start = 0;
+  Cycles cycles = 0;    // first task start to last task end
+  std::string critical; // unit with the most busy cycles in this operation
+  Cycles critical_cycles = 0;
+  std::int64_t tasks = 0;
+};
+
+struct UnitReport {
+  std::string name;
+  std::string kind;
+  int card = 0;
+  Cycles state[kStates] = {};
+  double utilization = 0;         // busy / total (compute), data time / total (ports)
+  std::int64_t bytes = 0;
+  std::vector<double> channel_utilization;  // ports: per channel data time / total
+};
+
+struct LayerReport {
+  int layer = -1;
+  int card = 0;
+  Cycles start = 0;
+  Cycles cycles = 0;  // summed over programs (prefill blocks)
+};
+
+struct Report {
+  std::string model, design, device;
+  arch::Stage stage = arch::Stage::decode;
+  int tokens = 0;       // tokens processed (prompt, or 1)
+  int context = 0;      // decode context / prefill prompt
+  int programs = 0;
+  int cards = 1;
+  double clock_mhz = 0;
+  Cycles cycles = 0;
+  double seconds = 0;
+  double tokens_per_s = 0;
+  std::int64_t tasks = 0;
+  std::vector<OpReport> ops;
+  std::vector<LayerReport> layers;
+  std::vector<UnitReport> units;
+  std::vector<Assumption> assumptions;
+  std::vector<std::string> notes;  // placement and modelling choices of this run
+};
+
+struct TraceOptions {
+  bool enabled = false;
+  bool tasks = false;  // one event per task (tile) instead of one per operation and unit
+};
+
+// Throws fpgallm::InputError when the design is invalid, its device lacks a figure the
+// simulator needs, or the phase does not fit the model (context past seq_len).
+Report simulate(const model::Config& config, const arch::Design& design, const hw::Device& device,
+                const Options& options);
+// The same, also collecting a Chrome/Perfetto trace (Trace Event Format JSON object:
+// {"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}).
+Report simulate(const model::Config& config, const arch::Design& design, const hw::Device& device,
+                const Options& options, const TraceOptions& trace, nlohmann::json& trace_out);
+
+void to_json(nlohmann::json& j, const Report& r);
+
+}  // namespace sim
