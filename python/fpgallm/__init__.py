@@ -1,0 +1,39 @@
+"""fpgallm from Python: checkpoints, the fp32 engine, designs and the accelerator's int8
+matrix unit, with numpy arrays in and out (the C++ core is fpgallm._core).
+
+    import fpgallm
+    m = fpgallm.load("models/stories260K.bin")
+    tok = fpgallm.Tokenizer(m, "models/tok512.bin")
+    fpgallm.generate(m, tok, "Once upon a time", steps=64, temperature=0)["text"]
+
+PyTorch integration: ``fpgallm.torch`` (accelerate, from_pretrained); host pipeline that
+keeps the accelerator busy: ``fpgallm.pipeline``. Neither is imported here, so
+``import fpgallm`` needs neither torch nor numpy.
+"""
+
+from fpgallm._core import (  # noqa: F401
+    BOS,
+    EOS,
+    INT8_MAX,
+    InputError,
+    Model,
+    Tokenizer,
+    Transformer,
+    default_design,
+    design_problems,
+    generate,
+    linear_fp32,
+    linear_int8,
+    load,
+    load_design,
+    matmul_int8,
+    matmul_int8_dequant,
+    perplexity,
+    quantize_rows,
+)
+
+__all__ = [
+    "BOS", "EOS", "INT8_MAX", "InputError", "Model", "Tokenizer", "Transformer",
+    "default_design", "design_problems", "generate", "linear_fp32", "linear_int8", "load",
+    "load_design", "matmul_int8", "matmul_int8_dequant", "perplexity", "quantize_rows",
+]

@@ -1,0 +1,415 @@
+"""PyTorch on the accelerator: swap it in with one call, keep the training loop as it is.
+
+``accelerate(module)`` replaces every ``torch.nn.Linear`` (and the projections of every
+``torch.nn.MultiheadAttention``) with a module whose forward and backward products run on
+the accelerator's int8 matrix unit (fpgallm._core, released GIL) through a custom
+``torch.autograd.Function``. The replacement keeps the original ``weight`` and ``bias``
+Parameter objects, so an optimizer built before ``accelerate`` still updates them.
+
+Numerics (quant="w8a8"; docs/quantization.md sections 1, 3.1 and 4):
+
+* forward  ``Y = X W^T``: X quantized per token (row), W per output channel (row),
+  ``Y = (float(acc) * s_w) * s_x``, bit for bit the W8A8 contract with dynamic
+  per-token activations. The bias is added in fp32 afterwards (the vector unit).
+* backward ``dX = dY W``: dY quantized per token, W per *input* channel (the contraction
+  now runs over the output channels); ``dW = dY^T X``: both quantized per channel along
+  the token dimension. Every product is int8 x int8 -> int32 -> fp32 on the matrix unit.
+* the quantizers are straight-through: their gradient is the identity. Scales are amax/127
+  of the very data quantized, so nothing is ever clipped and the straight-through
+  estimator needs no clipping mask.
+* error bound of one product, per element (fp32 rounding of the final multiplies aside):
+  ``|y - a.b| <= (s_b/2) sum|a| + (s_a/2) sum|b| + K s_a s_b / 4`` where s_a, s_b are the
+  two rows' scales and K the contraction length (see ``product_error_bound``).
+
+quant="fp32" runs the same products in fp32 with the reference engine's dot-product order
+(for checking a model against ``fpgallm run`` without quantization).
+
+``design`` (a design.json path, a dict, or None for the default design) is validated by
+arch::Design and kept on every accelerated module (``module.design``). The matrix unit's
+results do not depend on its shape (integer sums are exact), so the design changes no
+number here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from fpgallm import _core
+
+QUANT_SCHEMES = ("w8a8", "fp32")
+
+
+# ---- the matrix unit as an autograd function ------------------------------------------------
+
+def _as_f32_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy()
+
+
+def _product_nt(a: torch.Tensor, b: torch.Tensor, quant: str, threads: int) -> torch.Tensor:
+    """a @ b.T on the matrix unit: a [M, K] (activation side), b [N, K] (weight side)."""
+    a_np, b_np = _as_f32_numpy(a), _as_f32_numpy(b)
+    if quant == "w8a8":
+        y = _core.linear_int8(a_np, b_np, threads)
+    else:
+        y = _core.linear_fp32(a_np, b_np)
+    return torch.from_numpy(y).to(device=a.device, dtype=a.dtype)
+
+
+class MatrixUnitMatmul(torch.autograd.Function):
+    """y = a @ b.T with a [M, K], b [N, K]; forward and both gradients on the matrix unit."""
+
+    @staticmethod
+    def forward(ctx, a, b, quant, threads):
+        ctx.save_for_backward(a, b)
+        ctx.quant, ctx.threads = quant, threads
+        return _product_nt(a, b, quant, threads)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        a, b = ctx.saved_tensors
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:  # dA = dY B: contraction over N
+            grad_a = _product_nt(grad_y, b.t(), ctx.quant, ctx.threads)
+        if ctx.needs_input_grad[1]:  # dB = dY^T A: contraction over M (tokens)
+            grad_b = _product_nt(grad_y.t(), a.t(), ctx.quant, ctx.threads)
+        return grad_a, grad_b, None, None
+
+
+def matmul_nt(a: torch.Tensor, b: torch.Tensor, quant: str = "w8a8", threads: int = 0) -> torch.Tensor:
+    """a @ b.T on the accelerator's matrix unit, differentiable in both operands."""
+    if quant not in QUANT_SCHEMES:
+        raise ValueError(f"quant: {quant!r} is not one of {', '.join(QUANT_SCHEMES)}")
+    return MatrixUnitMatmul.apply(a, b, quant, threads)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+           quant: str = "w8a8", threads: int = 0) -> torch.Tensor:
+    """F.linear on the matrix unit: x [..., in], weight [out, in]; the bias is added in fp32."""
+    lead = x.shape[:-1]
+    y = matmul_nt(x.reshape(-1, x.shape[-1]), weight, quant, threads)
+    y = y.reshape(*lead, weight.shape[0])
+    return y + bias if bias is not None else y
+
+
+def product_error_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per-element bound of |linear_int8(a, b) - a @ b.T| (exact arithmetic) from the
+    quantization steps alone: (s_b/2) sum|a| + (s_a/2) sum|b| + K s_a s_b / 4."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    s_a = np.abs(a).max(axis=1) / 127.0
+    s_b = np.abs(b).max(axis=1) / 127.0
+    k = a.shape[1]
+    return (np.outer(np.abs(a).sum(axis=1), s_b) / 2 + np.outer(s_a, np.abs(b).sum(axis=1)) / 2
+            + k * np.outer(s_a, s_b) / 4)
+
+
+# ---- accelerated modules -----------------------------------------------------------------------
+
+class AcceleratedLinear(nn.Module):
+    """torch.nn.Linear whose products run on the matrix unit; shares the original Parameters."""
+
+    def __init__(self, original: nn.Linear, quant: str, design: dict, threads: int = 0):
+        super().__init__()
+        self.in_features, self.out_features = original.in_features, original.out_features
+        self.weight = original.weight
+        self.bias = original.bias
+        self.quant, self.design, self.threads = quant, design, threads
+
+    def forward(self, x):
+        return linear(x, self.weight, self.bias, self.quant, self.threads)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, quant={self.quant}")
+
+
+class AcceleratedMultiheadAttention(nn.Module):
+    """torch.nn.MultiheadAttention (packed q/k/v weights) with its four projections on the
+    matrix unit; scores, masks, softmax and the value product stay in fp32 (on the
+    accelerator they are the vector unit's attention kernel, not the int8 matrix unit)."""
+
+    # torch's TransformerEncoderLayer checks this flag (among others) before taking its
+    # fused "fast path", which would read the raw weights and bypass this module.
+    _qkv_same_embed_dim = False
+
+    def __init__(self, original: nn.MultiheadAttention, quant: str, design: dict, threads: int = 0):
+        super().__init__()
+        self.embed_dim, self.num_heads = original.embed_dim, original.num_heads
+        self.head_dim = original.head_dim
+        self.batch_first = original.batch_first
+        self.dropout = original.dropout
+        self.in_proj_weight = original.in_proj_weight
+        self.in_proj_bias = original.in_proj_bias
+        self.out_proj = AcceleratedLinear(original.out_proj, quant, design, threads)
+        self.quant, self.design, self.threads = quant, design, threads
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True):
+        batched = query.dim() == 3
+        if not batched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        tgt_len, bsz, embed = query.shape
+        src_len = key.shape[0]
+        heads, hd = self.num_heads, self.head_dim
+        w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+        b_q, b_k, b_v = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (None, None, None)
+        q = linear(query, w_q, b_q, self.quant, self.threads)
+        k = linear(key, w_k, b_k, self.quant, self.threads)
+        v = linear(value, w_v, b_v, self.quant, self.threads)
+        q = q.reshape(tgt_len, bsz * heads, hd).transpose(0, 1)
+        k = k.reshape(src_len, bsz * heads, hd).transpose(0, 1)
+        v = v.reshape(src_len, bsz * heads, hd).transpose(0, 1)
+        scores = torch.bmm(q / math.sqrt(hd), k.transpose(1, 2))  # [B*H, L, S]
+        if attn_mask is not None:
+            mask = attn_mask if attn_mask.dim() == 3 else attn_mask.unsqueeze(0)
+            if mask.dtype == torch.bool:
+                scores = scores.masked_fill(mask, float("-inf"))
+            else:
+                scores = scores + mask
+        if key_padding_mask is not None:
+            pad = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, heads, -1, -1).reshape(bsz * heads, 1, src_len)
+            if pad.dtype == torch.bool:
+                scores = scores.masked_fill(pad, float("-inf"))
+            else:
+                scores = scores + pad
+        probs = torch.softmax(scores, dim=-1)
+        if self.dropout > 0.0 and self.training:
+            probs = F.dropout(probs, p=self.dropout)
+        out = torch.bmm(probs, v).transpose(0, 1).reshape(tgt_len, bsz, embed)
+        out = self.out_proj(out)
+        if not batched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        weights = None
+        if need_weights:
+            weights = probs.view(bsz, heads, tgt_len, src_len)
+            if average_attn_weights:
+                weights = weights.mean(dim=1)
+            if not batched:
+                weights = weights.squeeze(0)
+        return out, weights
+
+
+def _resolve_design(design) -> dict:
+    if design is None:
+        return _core.default_design()
+    if isinstance(design, str):
+        return _core.load_design(design)
+    if isinstance(design, dict):
+        problems = _core.design_problems(design)
+        if problems:
+            raise ValueError("design: " + problems[0])
+        return design
+    raise TypeError("design: a design.json path, a dict, or None")
+
+
+def _replacement(child: nn.Module, quant: str, design: dict, threads: int) -> Optional[nn.Module]:
+    if isinstance(child, nn.Linear):
+        return AcceleratedLinear(child, quant, design, threads)
+    if isinstance(child, nn.MultiheadAttention):
+        if not child._qkv_same_embed_dim or child.bias_k is not None or child.add_zero_attn:
+            raise ValueError("accelerate: nn.MultiheadAttention is supported with packed q/k/v weights "
+                             "(kdim == vdim == embed_dim), without add_bias_kv or add_zero_attn")
+        return AcceleratedMultiheadAttention(child, quant, design, threads)
+    return None
+
+
+def accelerate(module: nn.Module, design=None, quant: str = "w8a8", threads: int = 0) -> nn.Module:
+    """Puts `module`'s Linear layers (and MultiheadAttention projections) on the accelerator,
+    in place, and returns it (a bare nn.Linear or nn.MultiheadAttention is returned wrapped).
+    quant: "w8a8" (int8 weights per channel, int8 activations per token) or "fp32".
+    threads: CPU threads of the C simulation of the matrix unit (0 = OpenMP's default)."""
+    if quant not in QUANT_SCHEMES:
+        raise ValueError(f"quant: {quant!r} is not one of {', '.join(QUANT_SCHEMES)}")
+    resolved = _resolve_design(design)
+    top = _replacement(module, quant, resolved, threads)
+    if top is not None:
+        return top
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            new = _replacement(child, quant, resolved, threads)
+            if new is not None:
+                setattr(parent, name, new)
+    return module
+
+
+# ---- Llama in torch, weights from the C++ loaders ------------------------------------------------
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):  # the engine's order: weight * (x * (1 / sqrt(mean(x^2) + eps)))
+        inv = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * (x * inv)
+
+
+def _rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary embedding on interleaved (even, odd) pairs of each head: x [B, T, H, hd]."""
+    hd = x.shape[-1]
+    freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    angle = positions.to(torch.float32)[:, None] * freq[None, :]  # [T, hd/2]
+    cos, sin = torch.cos(angle)[None, :, None, :], torch.sin(angle)[None, :, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, c: dict):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = c["n_heads"], c["n_kv_heads"], c["head_dim"]
+        self.rope_theta = c["rope_theta"]
+        dim, q_dim, kv_dim = c["dim"], c["n_heads"] * c["head_dim"], c["n_kv_heads"] * c["head_dim"]
+        self.wq = nn.Linear(dim, q_dim, bias=False)
+        self.wk = nn.Linear(dim, kv_dim, bias=False)
+        self.wv = nn.Linear(dim, kv_dim, bias=False)
+        self.wo = nn.Linear(q_dim, dim, bias=False)
+
+    def forward(self, x, positions, cache=None):
+        b, t, _ = x.shape
+        q = self.wq(x).view(b, t, self.n_heads, self.head_dim)
+        k = self.wk(x).view(b, t, self.n_kv_heads, self.head_dim)
+        v = self.wv(x).view(b, t, self.n_kv_heads, self.head_dim)
+        q, k = _rope(q, positions, self.rope_theta), _rope(k, positions, self.rope_theta)
+        if cache is not None:
+            if "k" in cache:
+                k, v = torch.cat((cache["k"], k), dim=1), torch.cat((cache["v"], v), dim=1)
+            cache["k"], cache["v"] = k, v
+        rep = self.n_heads // self.n_kv_heads
+        k = k.repeat_interleave(rep, dim=2)
+        v = v.repeat_interleave(rep, dim=2)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, T|S, hd]
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        s = k.shape[2]
+        key_pos = torch.arange(s)
+        causal = key_pos[None, :] > positions[:, None]  # [T, S]
+        scores = scores.masked_fill(causal, float("-inf"))
+        out = torch.matmul(torch.softmax(scores, dim=-1), v)
+        return self.wo(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class LlamaFeedForward(nn.Module):
+    def __init__(self, c: dict):
+        super().__init__()
+        self.w1 = nn.Linear(c["dim"], c["hidden_dim"], bias=False)
+        self.w2 = nn.Linear(c["hidden_dim"], c["dim"], bias=False)
+        self.w3 = nn.Linear(c["dim"], c["hidden_dim"], bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, c: dict):
+        super().__init__()
+        self.attention_norm = RMSNorm(c["dim"], c["norm_eps"])
+        self.attention = LlamaAttention(c)
+        self.ffn_norm = RMSNorm(c["dim"], c["norm_eps"])
+        self.feed_forward = LlamaFeedForward(c)
+
+    def forward(self, x, positions, cache=None):
+        x = x + self.attention(self.attention_norm(x), positions, cache)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Llama(nn.Module):
+    """A Llama-architecture language model (llama2.c layout: interleaved RoPE, SwiGLU,
+    RMSNorm, grouped-query attention). forward(tokens [B, T]) -> logits [B, T, vocab]."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        self.config = dict(config)
+        c = self.config
+        self.tok_embeddings = nn.Embedding(c["vocab_size"], c["dim"])
+        self.layers = nn.ModuleList(LlamaBlock(c) for _ in range(c["n_layers"]))
+        self.norm = RMSNorm(c["dim"], c["norm_eps"])
+        self.output = nn.Linear(c["dim"], c["vocab_size"], bias=False)
+        if c["shared_classifier"]:
+            self.output.weight = self.tok_embeddings.weight
+
+    def forward(self, tokens: torch.Tensor, start_pos: int = 0, cache: Optional[list] = None):
+        t = tokens.shape[1]
+        positions = torch.arange(start_pos, start_pos + t)
+        x = self.tok_embeddings(tokens)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, positions, cache[i] if cache is not None else None)
+        return self.output(self.norm(x))
+
+    def new_cache(self) -> list:
+        return [{} for _ in self.layers]
+
+    @torch.no_grad()
+    def generate(self, prompt_tokens: list, steps: int) -> list:
+        """Greedy decoding as `fpgallm run -t 0 -n steps`: runs positions 0..steps-1 (prompt
+        included, prompt_tokens starting with BOS) and stops early at BOS; returns the prompt
+        followed by the generated tokens."""
+        steps = min(steps, self.config["seq_len"]) if steps > 0 else self.config["seq_len"]
+        tokens = list(prompt_tokens)
+        cache = self.new_cache()
+        token = tokens[0]
+        for pos in range(steps):
+            logits = self.forward(torch.tensor([[token]]), pos, cache)[0, -1]
+            if pos + 1 < len(prompt_tokens):
+                nxt = prompt_tokens[pos + 1]
+            else:
+                nxt = int(torch.argmax(logits))
+                tokens.append(nxt)
+            if nxt == _core.BOS:
+                break
+            token = nxt
+        return tokens
+
+
+def _linear_name(name: str) -> tuple:
+    layer, which = name.split(".")[1], name.split(".")[2]
+    return int(layer), which
+
+
+def llama_from_model(m: "_core.Model") -> Llama:
+    """A torch Llama holding a copy of a loaded checkpoint's weights."""
+    c = m.config
+    if c["arch"] != "llama":
+        raise ValueError(f"{m.path}: from_pretrained builds llama-architecture models only, not {c['arch']}")
+    net = Llama(c)
+    w = m.weights()
+    block_attr = {"wq": "attention.wq", "wk": "attention.wk", "wv": "attention.wv", "wo": "attention.wo",
+                  "w1": "feed_forward.w1", "w2": "feed_forward.w2", "w3": "feed_forward.w3",
+                  "attn_norm": "attention_norm", "ffn_norm": "ffn_norm"}
+    state = {"tok_embeddings.weight": w["token_embedding"], "norm.weight": w["final_norm"]}
+    if "classifier" in w:
+        state["output.weight"] = w["classifier"]
+    for name, array in w.items():
+        if name.startswith("layers."):
+            layer, which = _linear_name(name)
+            state[f"layers.{layer}.{block_attr[which]}.weight"] = array
+    with torch.no_grad():
+        params = dict(net.named_parameters())
+        for key, array in state.items():
+            params[key].copy_(torch.from_numpy(np.array(array)))
+    return net
+
+
+def from_pretrained(path: str, accelerator: Optional[str] = "fpga", quant: str = "w8a8", design=None,
+                    threads: int = 0) -> Llama:
+    """Loads a llama2.c .bin, a .gguf or a safetensors folder (the C++ loaders) as a torch
+    Llama; with accelerator="fpga" (default) it is returned already accelerated with
+    `quant` and `design`; accelerator=None gives the plain torch module."""
+    net = llama_from_model(_core.load(path))
+    if accelerator is None or accelerator == "cpu":
+        return net
+    if accelerator != "fpga":
+        raise ValueError(f"accelerator: {accelerator!r} is not 'fpga' or None")
+    return accelerate(net, design=design, quant=quant, threads=threads)

@@ -1,0 +1,356 @@
+// fpgallm._core: models, tokenizer, the fp32 engine, designs and the int8 matrix unit,
+// with numpy arrays in and out. Long computations release the GIL, so Python threads (the
+// host pipeline in fpgallm.pipeline) run while the C++ side computes.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "arch/design.hpp"
+#include "engine/generate.hpp"
+#include "engine/perplexity.hpp"
+#include "engine/sampler.hpp"
+#include "engine/transformer.hpp"
+#include "model/model.hpp"
+#include "model/tokenizer.hpp"
+#include "python/matrix_unit.hpp"
+#include "util/error.hpp"
+
+namespace py = pybind11;
+namespace fp = fpgallm_python;
+
+namespace {
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using Int8Array = py::array_t<std::int8_t, py::array::c_style | py::array::forcecast>;
+
+py::object to_python(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return py::none();
+    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string: return py::str(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      py::list l;
+      for (const auto& e : j) l.append(to_python(e));
+      return l;
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict d;
+      for (const auto& [k, v] : j.items()) d[py::str(k)] = to_python(v);
+      return d;
+    }
+    default: return py::none();
+  }
+}
+
+nlohmann::json from_python(const py::handle& o) {
+  if (o.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(o)) return o.cast<bool>();
+  if (py::isinstance<py::int_>(o)) return o.cast<std::int64_t>();
+  if (py::isinstance<py::float_>(o)) return o.cast<double>();
+  if (py::isinstance<py::str>(o)) return o.cast<std::string>();
+  if (py::isinstance<py::dict>(o)) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : o.cast<py::dict>()) j[py::str(k).cast<std::string>()] = from_python(v);
+    return j;
+  }
+  if (py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o)) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& v : o) j.push_back(from_python(v));
+    return j;
+  }
+  throw py::type_error("cannot convert " + py::str(o.get_type()).cast<std::string>() + " to JSON");
+}
+
+void require_2d(const py::array& a, const char* name) {
+  if (a.ndim() != 2) throw py::value_error(std::string(name) + " must be a 2-D array");
+}
+
+int dim(const py::array& a, int i) { return static_cast<int>(a.shape(i)); }
+
+// A read-only numpy view of a model's weight; the Model object stays alive with it.
+py::array weight_view(const std::shared_ptr<model::Model>& m, const std::vector<float>& w,
+                      std::vector<py::ssize_t> shape) {
+  py::array a(py::dtype::of<float>(), std::move(shape), {}, w.data(), py::cast(m));
+  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+
+py::dict generation_dict(const engine::Generation& g) {
+  py::dict d;
+  d["tokens"] = g.tokens;
+  d["text"] = g.text;
+  d["prompt_tokens"] = g.prompt_tokens;
+  const double steps_after_first = static_cast<double>(g.tokens.size()) - 2;
+  d["tokens_per_s"] = g.seconds_after_first > 0 ? steps_after_first / g.seconds_after_first : 0.0;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "fpgallm C++ core: checkpoints, tokenizer, fp32 engine, designs, int8 matrix unit";
+
+  static py::exception<fpgallm::InputError> input_error(m, "InputError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const fpgallm::InputError& e) {
+      input_error((e.source() + ": " + e.problem()).c_str());
+    }
+  });
+
+  // ---- models -------------------------------------------------------------------------
+  py::class_<model::Model, std::shared_ptr<model::Model>>(m, "Model", "A checkpoint loaded into fp32 memory")
+      .def_property_readonly("config", [](const model::Model& self) {
+        nlohmann::json j;
+        model::to_json(j, self.config);
+        return to_python(j);
+      })
+      .def_property_readonly("format", [](const model::Model& self) { return model::to_string(self.source_format); })
+      .def_property_readonly("path", [](const model::Model& self) { return self.source_path; })
+      .def_property_readonly("has_weights", &model::Model::has_weights)
+      .def(
+          "weights",
+          [](const std::shared_ptr<model::Model>& self) {
+            const auto& c = self->config;
+            const auto& w = self->weights;
+            if (!self->has_weights()) throw py::value_error(c.name + " has no weights (a preset)");
+            py::dict d;
+            d["token_embedding"] = weight_view(self, w.token_embedding, {c.vocab_size, c.dim});
+            d["final_norm"] = weight_view(self, w.final_norm, {c.dim});
+            if (!w.classifier.empty()) d["classifier"] = weight_view(self, w.classifier, {c.vocab_size, c.dim});
+            for (int l = 0; l < c.n_layers; ++l) {
+              const auto& lw = w.layers[static_cast<std::size_t>(l)];
+              const std::string p = "layers." + std::to_string(l) + ".";
+              d[py::str(p + "attn_norm")] = weight_view(self, lw.attn_norm, {c.dim});
+              d[py::str(p + "ffn_norm")] = weight_view(self, lw.ffn_norm, {c.dim});
+              for (model::Linear which : model::kBlockLinears) {
+                const auto shape = model::linear_shape(c, which);
+                d[py::str(p + model::to_string(which))] = weight_view(self, lw.linear(which), {shape.rows, shape.cols});
+              }
+            }
+            return d;
+          },
+          "Weights as read-only numpy views: token_embedding, final_norm, classifier (when not "
+          "shared), layers.L.{attn_norm,ffn_norm,wq,wk,wv,wo,w1,w2,w3}; matrices are [out][in]");
+
+  m.def(
+      "load",
+      [](const std::string& path) {
+        py::gil_scoped_release unlocked;
+        return std::make_shared<model::Model>(model::load_or_preset(path));
+      },
+      py::arg("path"), "Loads a llama2.c .bin, .gguf, safetensors folder, or a preset name (config only)");
+
+  py::class_<model::Tokenizer>(m, "Tokenizer")
+      .def(py::init([](const model::Model& mdl, const std::string& path) { return model::tokenizer_for(mdl, path); }),
+           py::arg("model"), py::arg("path") = "",
+           "The model's tokenizer: the file given, else the one in the checkpoint, else tokenizer.bin beside it")
+      .def_property_readonly("vocab_size", &model::Tokenizer::vocab_size)
+      .def(
+          "encode",
+          [](const model::Tokenizer& t, const std::string& text, bool bos, bool eos) {
+            py::gil_scoped_release unlocked;
+            return t.encode(text, bos, eos);
+          },
+          py::arg("text"), py::arg("bos") = true, py::arg("eos") = false)
+      .def("decode", &model::Tokenizer::decode, py::arg("prev"), py::arg("token"))
+      .def(
+          "decode_all",
+          [](const model::Tokenizer& t, const std::vector<int>& tokens) {
+            std::string s;
+            for (std::size_t i = 1; i < tokens.size(); ++i) s += t.printable(tokens[i - 1], tokens[i]);
+            return s;
+          },
+          py::arg("tokens"), "Text of tokens[1:], each piece decoded after its predecessor (as `fpgallm run` prints)")
+      .def("piece", &model::Tokenizer::piece);
+  m.attr("BOS") = model::Tokenizer::kBos;
+  m.attr("EOS") = model::Tokenizer::kEos;
+
+  // ---- fp32 reference engine ------------------------------------------------------------
+  py::class_<engine::Transformer>(m, "Transformer", "The fp32 reference engine, one token at a time with a KV cache")
+      .def(py::init<const model::Model&>(), py::arg("model"), py::keep_alive<1, 2>())
+      .def(
+          "forward",
+          [](engine::Transformer& t, int token, int pos) {
+            const int vocab = t.config().vocab_size;
+            py::array_t<float> out(vocab);
+            const float* logits;
+            {
+              py::gil_scoped_release unlocked;
+              logits = t.forward(token, pos);
+            }
+            std::copy(logits, logits + vocab, out.mutable_data());
+            return out;
+          },
+          py::arg("token"), py::arg("pos"), "Logits [vocab] of `token` at position `pos`")
+      .def(
+          "logits",
+          [](engine::Transformer& t, const std::vector<int>& tokens) {
+            const int vocab = t.config().vocab_size;
+            py::array_t<float> out({static_cast<py::ssize_t>(tokens.size()), static_cast<py::ssize_t>(vocab)});
+            float* dst = out.mutable_data();
+            py::gil_scoped_release unlocked;
+            for (std::size_t p = 0; p < tokens.size(); ++p) {
+              const float* logits = t.forward(tokens[p], static_cast<int>(p));
+              std::copy(logits, logits + vocab, dst + p * static_cast<std::size_t>(vocab));
+            }
+            return out;
+          },
+          py::arg("tokens"), "Logits [len(tokens), vocab] of a sequence starting at position 0");
+
+  m.def(
+      "generate",
+      [](const model::Model& mdl, const model::Tokenizer& tok, const std::string& prompt, int steps,
+         float temperature, float topp, std::uint64_t seed) {
+        engine::Generation g;
+        {
+          py::gil_scoped_release unlocked;
+          engine::Transformer t(mdl);
+          engine::Sampler sampler(mdl.config.vocab_size, temperature, topp, seed);
+          g = engine::generate(t, tok, sampler, prompt, steps);
+        }
+        return generation_dict(g);
+      },
+      py::arg("model"), py::arg("tokenizer"), py::arg("prompt") = "", py::arg("steps") = 256,
+      py::arg("temperature") = 1.0f, py::arg("topp") = 0.9f, py::arg("seed") = 1,
+      "llama2.c's generate loop on the fp32 engine; returns {tokens, text, prompt_tokens, tokens_per_s}");
+
+  m.def(
+      "perplexity",
+      [](const model::Model& mdl, const model::Tokenizer& tok, const std::string& text) {
+        engine::Perplexity p;
+        {
+          py::gil_scoped_release unlocked;
+          engine::Transformer t(mdl);
+          p = engine::perplexity(t, engine::tokenize_stories(tok, engine::split_stories(text)));
+        }
+        py::dict d;
+        d["perplexity"] = p.perplexity;
+        d["perplexity_err"] = p.perplexity_err;
+        d["nll_mean"] = p.nll_mean;
+        d["nll_stderr"] = p.nll_stderr;
+        d["tokens"] = p.tokens;
+        d["sequences"] = p.sequences;
+        return d;
+      },
+      py::arg("model"), py::arg("tokenizer"), py::arg("text"),
+      "Perplexity of the fp32 engine on text (one story per non-empty line), as `fpgallm eval`");
+
+  // ---- designs ----------------------------------------------------------------------------
+  m.def(
+      "load_design",
+      [](const std::string& path) {
+        nlohmann::json j;
+        arch::to_json(j, arch::load(path));
+        return to_python(j);
+      },
+      py::arg("path"), "Reads and validates design.json; returns it with every field resolved");
+  m.def(
+      "design_problems",
+      [](const py::dict& design) {
+        arch::Design d;
+        arch::from_json(from_python(design), d);
+        return d.problems();
+      },
+      py::arg("design"), "Problems of a design given as a dict (missing fields take defaults); [] when valid");
+  m.def("default_design", [] {
+    nlohmann::json j;
+    arch::to_json(j, arch::Design{});
+    return to_python(j);
+  });
+
+  // ---- int8 matrix unit -------------------------------------------------------------------
+  m.attr("INT8_MAX") = fp::kInt8Max;
+  m.def(
+      "quantize_rows",
+      [](const FloatArray& x) {
+        require_2d(x, "x");
+        const int rows = dim(x, 0), cols = dim(x, 1);
+        py::array_t<std::int8_t> q({rows, cols});
+        py::array_t<float> scales(rows);
+        const float* src = x.data();
+        std::int8_t* qd = q.mutable_data();
+        float* sd = scales.mutable_data();
+        {
+          py::gil_scoped_release unlocked;
+          fp::quantize_rows(src, rows, cols, qd, sd);
+        }
+        return py::make_tuple(q, scales);
+      },
+      py::arg("x"), "Symmetric int8 per row: returns (q int8 [rows, cols], scale float32 [rows])");
+  m.def(
+      "matmul_int8",
+      [](const Int8Array& a, const Int8Array& b, int threads) {
+        require_2d(a, "a");
+        require_2d(b, "b");
+        if (a.shape(1) != b.shape(1)) throw py::value_error("a and b must have the same number of columns");
+        const int mr = dim(a, 0), nr = dim(b, 0), k = dim(a, 1);
+        py::array_t<std::int32_t> acc({mr, nr});
+        const std::int8_t *ad = a.data(), *bd = b.data();
+        std::int32_t* out = acc.mutable_data();
+        py::gil_scoped_release unlocked;
+        fp::matmul_int8_int32(ad, bd, out, mr, nr, k, threads);
+        return acc;
+      },
+      py::arg("a"), py::arg("b"), py::arg("threads") = 0, "Exact int32 a @ b.T of int8 matrices");
+  m.def(
+      "matmul_int8_dequant",
+      [](const Int8Array& qa, const FloatArray& sa, const Int8Array& qb, const FloatArray& sb, int threads) {
+        require_2d(qa, "qa");
+        require_2d(qb, "qb");
+        if (qa.shape(1) != qb.shape(1)) throw py::value_error("qa and qb must have the same number of columns");
+        if (sa.size() != qa.shape(0) || sb.size() != qb.shape(0)) throw py::value_error("one scale per row");
+        const int mr = dim(qa, 0), nr = dim(qb, 0), k = dim(qa, 1);
+        py::array_t<float> y({mr, nr});
+        const std::int8_t *ad = qa.data(), *bd = qb.data();
+        const float *sad = sa.data(), *sbd = sb.data();
+        float* out = y.mutable_data();
+        py::gil_scoped_release unlocked;
+        fp::matmul_int8_dequant(ad, sad, bd, sbd, out, mr, nr, k, threads);
+        return y;
+      },
+      py::arg("qa"), py::arg("sa"), py::arg("qb"), py::arg("sb"), py::arg("threads") = 0,
+      "(float(qa @ qb.T) * sb[None, :]) * sa[:, None] in fp32 (docs/quantization.md section 4)");
+  m.def(
+      "linear_int8",
+      [](const FloatArray& a, const FloatArray& b, int threads) {
+        require_2d(a, "a");
+        require_2d(b, "b");
+        if (a.shape(1) != b.shape(1)) throw py::value_error("a and b must have the same number of columns");
+        const int mr = dim(a, 0), nr = dim(b, 0), k = dim(a, 1);
+        py::array_t<float> y({mr, nr});
+        const float *ad = a.data(), *bd = b.data();
+        float* out = y.mutable_data();
+        py::gil_scoped_release unlocked;
+        fp::linear_int8(ad, bd, out, mr, nr, k, threads);
+        return y;
+      },
+      py::arg("a"), py::arg("b"), py::arg("threads") = 0,
+      "a @ b.T on the int8 matrix unit: both quantized per row (along the contraction), int32 sums, fp32 out; a = activations, b = weights");
+  m.def(
+      "linear_fp32",
+      [](const FloatArray& a, const FloatArray& b) {
+        require_2d(a, "a");
+        require_2d(b, "b");
+        if (a.shape(1) != b.shape(1)) throw py::value_error("a and b must have the same number of columns");
+        const int mr = dim(a, 0), nr = dim(b, 0), k = dim(a, 1);
+        py::array_t<float> y({mr, nr});
+        const float *ad = a.data(), *bd = b.data();
+        float* out = y.mutable_data();
+        py::gil_scoped_release unlocked;
+        fp::linear_fp32(ad, bd, out, mr, nr, k);
+        return y;
+      },
+      py::arg("a"), py::arg("b"), "a @ b.T in fp32 with the reference engine's dot-product order");
+
+  m.attr("matrix_unit_source") = "src/python/matrix_unit.cpp (plain C++ statement of the int8 semantics)";
+}
