@@ -220,7 +220,10 @@ void save_llama2c(const Model& m, const std::string& path) {
 Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path) {
   if (!tokenizer_path.empty()) return Tokenizer::load_llama2c(tokenizer_path, m.config.vocab_size);
   if (m.tokenizer) return *m.tokenizer;
-  auto beside = std::filesystem::path(m.source_path).parent_path() / "tokenizer.bin";
+  // Beside a file, or inside a checkpoint folder.
+  const std::filesystem::path source(m.source_path);
+  std::error_code ec;
+  auto beside = (std::filesystem::is_directory(source, ec) ? source : source.parent_path()) / "tokenizer.bin";
   if (std::filesystem::exists(beside)) return Tokenizer::load_llama2c(beside.string(), m.config.vocab_size);
   throw fpgallm::InputError(m.source_path, "has no tokenizer inside and none beside it; pass one with -z");
 }
@@ -229,6 +232,7 @@ Model load(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw fpgallm::InputError(path, "no such file or directory");
   if (S_ISDIR(st.st_mode)) return load_safetensors_dir(path);
+  if (std::filesystem::path(path).extension() == ".gguf") return load_gguf(path);
   fpgallm::MappedFile probe(path);
   if (probe.size() >= 4 && std::memcmp(probe.data(), "GGUF", 4) == 0) return load_gguf(path);
   return load_llama2c(path);

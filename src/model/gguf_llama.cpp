@@ -1,0 +1,240 @@
+#include "model/gguf_llama.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <limits>
+
+#include "util/error.hpp"
+
+namespace model {
+
+namespace {
+
+constexpr const char* kSpaceMarker = "\xE2\x96\x81";  // U+2581, SentencePiece's visible space
+
+// llama.cpp's llama_ftype values for general.file_type.
+std::uint32_t file_type_of(gguf::GgmlType t) {
+  switch (t) {
+    case gguf::GgmlType::f32: return 0;
+    case gguf::GgmlType::f16: return 1;
+    case gguf::GgmlType::q4_0: return 2;
+    case gguf::GgmlType::q4_1: return 3;
+    case gguf::GgmlType::q8_0: return 7;
+    case gguf::GgmlType::bf16: return 32;
+    default: return 0;
+  }
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  std::size_t at = 0;
+  while ((at = s.find(from, at)) != std::string::npos) {
+    s.replace(at, from.size(), to);
+    at += to.size();
+  }
+  return s;
+}
+
+// SentencePiece token types, as tokenizer.ggml.token_type stores them.
+enum TokenType : std::int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6 };
+
+int checked_int(const gguf::Reader& r, const std::string& key, std::optional<std::int64_t> fallback = std::nullopt) {
+  auto v = r.int_or_none(key);
+  if (!v) {
+    if (!fallback) r.fail(fmt::format("metadata key '{}' is missing", key));
+    v = fallback;
+  }
+  if (*v < 0 || *v > std::numeric_limits<int>::max()) r.fail(fmt::format("metadata key '{}' = {} is out of range", key, *v));
+  return static_cast<int>(*v);
+}
+
+}  // namespace
+
+std::string gguf_tensor_name(int layer, Linear l) {
+  if (l == Linear::cls) return "output.weight";
+  return fmt::format("blk.{}.{}.weight", layer, gguf_name(l));
+}
+
+std::vector<std::uint64_t> gguf_matrix_dims(MatrixShape s) {
+  return {static_cast<std::uint64_t>(s.cols), static_cast<std::uint64_t>(s.rows)};
+}
+
+void put_llama_metadata(gguf::Writer& w, const Config& c) {
+  using gguf::Value;
+  w.set("general.architecture", Value::string("llama"));
+  w.set("general.name", Value::string(c.name));
+  w.set("llama.context_length", Value::u32(static_cast<std::uint32_t>(c.seq_len)));
+  w.set("llama.embedding_length", Value::u32(static_cast<std::uint32_t>(c.dim)));
+  w.set("llama.block_count", Value::u32(static_cast<std::uint32_t>(c.n_layers)));
+  w.set("llama.feed_forward_length", Value::u32(static_cast<std::uint32_t>(c.hidden_dim)));
+  w.set("llama.rope.dimension_count", Value::u32(static_cast<std::uint32_t>(c.head_dim())));
+  w.set("llama.attention.head_count", Value::u32(static_cast<std::uint32_t>(c.n_heads)));
+  w.set("llama.attention.head_count_kv", Value::u32(static_cast<std::uint32_t>(c.n_kv_heads)));
+  w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(c.norm_eps));
+  w.set("llama.rope.freq_base", Value::f32(c.rope_theta));
+  w.set("llama.vocab_size", Value::u32(static_cast<std::uint32_t>(c.vocab_size)));
+}
+
+void put_tokenizer_metadata(gguf::Writer& w, const Tokenizer& t) {
+  using gguf::Value;
+  std::vector<std::string> tokens;
+  std::vector<std::int32_t> types;
+  tokens.reserve(static_cast<std::size_t>(t.vocab_size()));
+  for (int id = 0; id < t.vocab_size(); ++id) {
+    std::string p = t.piece(id);
+    TokenType type = kNormal;
+    if (id == Tokenizer::kBos || id == Tokenizer::kEos) {
+      // llama2.c's tokenizer.bin spells them "\n<s>\n" and "\n</s>\n".
+      p = id == Tokenizer::kBos ? "<s>" : "</s>";
+      type = kControl;
+    } else if (id == 0 && (p == "<unk>" || p.empty())) {
+      p = "<unk>";
+      type = kUnknown;
+    } else if (p.size() == 6 && p.starts_with("<0x") && p.back() == '>') {
+      type = kByte;
+    } else {
+      p = replace_all(std::move(p), " ", kSpaceMarker);
+    }
+    tokens.push_back(std::move(p));
+    types.push_back(type);
+  }
+  w.set("tokenizer.ggml.model", Value::string("llama"));
+  w.set("tokenizer.ggml.tokens", Value::strings(std::move(tokens)));
+  w.set("tokenizer.ggml.scores", Value::f32s(t.scores()));
+  w.set("tokenizer.ggml.token_type", Value::i32s(types));
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(Tokenizer::kBos));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(Tokenizer::kEos));
+  w.set("tokenizer.ggml.unknown_token_id", Value::u32(0));
+}
+
+Config llama_config_from_gguf(const gguf::Reader& r) {
+  const std::string arch = r.find("general.architecture") ? r.get_string("general.architecture") : "";
+  if (arch != "llama")
+    r.fail(arch.empty() ? "metadata has no general.architecture"
+                        : fmt::format("architecture '{}' is not supported (llama only)", arch));
+  Config c;
+  c.arch = Arch::llama;
+  c.dim = checked_int(r, "llama.embedding_length");
+  c.hidden_dim = checked_int(r, "llama.feed_forward_length");
+  c.n_layers = checked_int(r, "llama.block_count");
+  c.n_heads = checked_int(r, "llama.attention.head_count");
+  c.n_kv_heads = checked_int(r, "llama.attention.head_count_kv", c.n_heads);
+  c.seq_len = checked_int(r, "llama.context_length");
+  c.rope_theta = static_cast<float>(r.float_or_none("llama.rope.freq_base").value_or(10000.0));
+  c.norm_eps = static_cast<float>(r.float_or_none("llama.attention.layer_norm_rms_epsilon").value_or(1e-5));
+  const gguf::TensorInfo& embd = r.tensor("token_embd.weight");
+  if (embd.dims.size() != 2 || embd.dims[1] > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    r.fail("token_embd.weight is not a [vocab][dim] matrix");
+  c.vocab_size = static_cast<int>(embd.dims[1]);
+  c.shared_classifier = r.find_tensor("output.weight") == nullptr;
+  if (const gguf::Value* name = r.find("general.name"); name && name->type == gguf::ValueType::string && !name->s[0].empty())
+    c.name = name->s[0];
+  else
+    c.name = std::filesystem::path(r.source()).stem().string();
+  if (auto why = c.invalid_reason(); !why.empty()) r.fail("bad llama hyper-parameters: " + why);
+  if (auto rot = r.int_or_none("llama.rope.dimension_count"); rot && *rot != c.head_dim())
+    r.fail(fmt::format("llama.rope.dimension_count {} differs from the head size {} (partial rotary embedding is not supported)",
+                       *rot, c.head_dim()));
+  return c;
+}
+
+std::optional<Tokenizer> tokenizer_from_gguf(const gguf::Reader& r, int vocab_size) {
+  const gguf::Value* model = r.find("tokenizer.ggml.model");
+  if (!model || model->type != gguf::ValueType::string || model->s[0] != "llama") return std::nullopt;
+  const auto& tokens = r.get_strings("tokenizer.ggml.tokens");
+  if (tokens.size() != static_cast<std::size_t>(vocab_size))
+    r.fail(fmt::format("tokenizer has {} tokens but the model's vocabulary has {}", tokens.size(), vocab_size));
+  std::vector<double> raw_scores =
+      r.find("tokenizer.ggml.scores") ? r.get_floats("tokenizer.ggml.scores") : std::vector<double>(tokens.size(), 0.0);
+  if (raw_scores.size() != tokens.size())
+    r.fail(fmt::format("tokenizer has {} tokens but {} scores", tokens.size(), raw_scores.size()));
+  for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"}) {
+    const int expected = std::string(key).find("bos") != std::string::npos ? Tokenizer::kBos : Tokenizer::kEos;
+    if (auto id = r.int_or_none(key); id && *id != expected)
+      r.fail(fmt::format("{} is {}; fpgallm's SentencePiece tokenizer needs {}", key, *id, expected));
+  }
+  std::vector<std::string> pieces;
+  pieces.reserve(tokens.size());
+  for (const auto& t : tokens) pieces.push_back(replace_all(t, kSpaceMarker, " "));
+  std::vector<float> scores(raw_scores.begin(), raw_scores.end());
+  return Tokenizer(std::move(pieces), std::move(scores));
+}
+
+Model load_gguf(const std::string& path) {
+  gguf::Reader r(path);
+  Model m;
+  m.config = llama_config_from_gguf(r);
+  const Config& c = m.config;
+  m.source_format = Format::gguf;
+  m.source_path = path;
+  m.weights = allocate_weights(c);
+  auto fill = [&](const std::string& name, std::vector<std::uint64_t> dims, std::vector<float>& dst) {
+    const gguf::TensorInfo& t = r.tensor(name);
+    if (t.dims != dims)
+      r.fail(fmt::format("tensor '{}' has shape [{}], expected [{}] from the metadata", name, fmt::join(t.dims, ", "),
+                         fmt::join(dims, ", ")));
+    auto tr = gguf::type_traits(t.type);
+    if (!tr || !tr->dequantizable)
+      r.fail(fmt::format("tensor '{}' has ggml type {}, which fpgallm cannot dequantize (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
+                         name, gguf::type_name(t.type)));
+    gguf::dequantize(t.type, r.tensor_bytes(t), dst);
+  };
+  const auto dim = static_cast<std::uint64_t>(c.dim);
+  fill("token_embd.weight", {dim, static_cast<std::uint64_t>(c.vocab_size)}, m.weights.token_embedding);
+  for (int l = 0; l < c.n_layers; ++l) {
+    auto& lw = m.weights.layers[static_cast<std::size_t>(l)];
+    fill(fmt::format("blk.{}.attn_norm.weight", l), {dim}, lw.attn_norm);
+    fill(fmt::format("blk.{}.ffn_norm.weight", l), {dim}, lw.ffn_norm);
+    for (Linear which : kBlockLinears)
+      fill(gguf_tensor_name(l, which), gguf_matrix_dims(linear_shape(c, which)), lw.linear(which));
+  }
+  fill("output_norm.weight", {dim}, m.weights.final_norm);
+  if (!c.shared_classifier) fill("output.weight", gguf_matrix_dims(linear_shape(c, Linear::cls)), m.weights.classifier);
+  m.tokenizer = tokenizer_from_gguf(r, c.vocab_size);
+  return m;
+}
+
+void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_type, const Tokenizer* tokenizer,
+               std::uint32_t version) {
+  const Config& c = m.config;
+  if (c.arch != Arch::llama) throw fpgallm::InputError(path, "GGUF output supports llama models only");
+  if (!m.has_weights()) throw fpgallm::InputError(path, "the model has no weights to write");
+  if (auto tr = gguf::type_traits(matrix_type); !tr || !tr->dequantizable)
+    throw fpgallm::InputError(path, "cannot write matrices as ggml " + gguf::type_name(matrix_type));
+  if (tokenizer && tokenizer->vocab_size() != c.vocab_size)
+    throw fpgallm::InputError(path, fmt::format("tokenizer has {} tokens but the model's vocabulary has {}",
+                                                tokenizer->vocab_size(), c.vocab_size));
+  gguf::Writer w;
+  put_llama_metadata(w, c);
+  w.set("general.file_type", gguf::Value::u32(file_type_of(matrix_type)));
+  if (tokenizer) put_tokenizer_metadata(w, *tokenizer);
+
+  auto as_bytes = [](const std::vector<float>& v) {
+    return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(float));
+  };
+  auto add_vector = [&](const std::string& name, const std::vector<float>& v) {
+    w.add_tensor_view(name, gguf::GgmlType::f32, {v.size()}, as_bytes(v));
+  };
+  auto add_matrix = [&](const std::string& name, MatrixShape s, const std::vector<float>& v) {
+    gguf::GgmlType type = matrix_type;
+    if (static_cast<std::uint64_t>(s.cols) % gguf::type_traits(type)->block != 0) type = gguf::GgmlType::f16;
+    if (type == gguf::GgmlType::f32)
+      w.add_tensor_view(name, type, gguf_matrix_dims(s), as_bytes(v));
+    else
+      w.add_tensor(name, type, gguf_matrix_dims(s), gguf::quantize(type, v));
+  };
+  add_matrix("token_embd.weight", linear_shape(c, Linear::cls), m.weights.token_embedding);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const auto& lw = m.weights.layers[static_cast<std::size_t>(l)];
+    add_vector(fmt::format("blk.{}.attn_norm.weight", l), lw.attn_norm);
+    for (Linear which : kBlockLinears) add_matrix(gguf_tensor_name(l, which), linear_shape(c, which), lw.linear(which));
+    add_vector(fmt::format("blk.{}.ffn_norm.weight", l), lw.ffn_norm);
+  }
+  add_vector("output_norm.weight", m.weights.final_norm);
+  if (!c.shared_classifier) add_matrix("output.weight", linear_shape(c, Linear::cls), m.weights.classifier);
+  w.write(path, version);
+}
+
+}  // namespace model

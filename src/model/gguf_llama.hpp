@@ -1,0 +1,40 @@
+#pragma once
+// The llama architecture in GGUF, as llama.cpp writes and reads it: metadata keys
+// (general.architecture = "llama", llama.embedding_length, ...), tensor names
+// (token_embd.weight, blk.N.attn_q.weight, ..., output.weight) and the SentencePiece
+// vocabulary (tokenizer.ggml.*). Query and key rows are in interleaved-pair RoPE order, the
+// same as llama2.c and the engine, so no permutation happens here.
+#include <optional>
+#include <string>
+
+#include "model/config.hpp"
+#include "model/gguf.hpp"
+#include "model/model.hpp"
+#include "model/tokenizer.hpp"
+
+namespace model {
+
+// "blk.3.attn_q.weight"; the classifier is "output.weight" (layer ignored).
+std::string gguf_tensor_name(int layer, Linear l);
+// GGUF dims of a row-major [rows][cols] matrix: {cols, rows}.
+std::vector<std::uint64_t> gguf_matrix_dims(MatrixShape s);
+
+// general.architecture, general.name and the llama.* hyper-parameters of c.
+void put_llama_metadata(gguf::Writer& w, const Config& c);
+// tokenizer.ggml.model = "llama", tokens ("▁" for space), scores, token_type, bos/eos/unk ids.
+void put_tokenizer_metadata(gguf::Writer& w, const Tokenizer& t);
+
+// The model's shape from the metadata; the vocabulary size comes from token_embd.weight.
+// Throws InputError naming the file for a missing key, another architecture or a shape
+// that Config::invalid_reason() rejects.
+Config llama_config_from_gguf(const gguf::Reader& r);
+// The SentencePiece vocabulary in the metadata; nullopt when there is none or it is not a
+// SentencePiece ("llama") vocabulary. Throws InputError when its size differs from vocab_size.
+std::optional<Tokenizer> tokenizer_from_gguf(const gguf::Reader& r, int vocab_size);
+
+// How save_gguf stores matrices; norms (1-D) are always F32, and a matrix whose rows are not
+// a whole number of blocks of the chosen type is stored as F16 instead (as llama.cpp does).
+void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_type = gguf::GgmlType::f32,
+               const Tokenizer* tokenizer = nullptr, std::uint32_t version = 3);
+
+}  // namespace model

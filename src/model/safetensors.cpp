@@ -1,0 +1,419 @@
+#include "model/safetensors.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/gguf.hpp"
+#include "util/error.hpp"
+#include "util/mapped_file.hpp"
+#include "util/paths.hpp"
+
+namespace model::safetensors {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::size_t dtype_size(const std::string& d) {
+  static const std::map<std::string, std::size_t> sizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1}, {"U64", 8},
+      {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+  auto it = sizes.find(d);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+struct File::Mapping {
+  fpgallm::MappedFile file;
+};
+
+File::File(const std::string& path) : mapping_(std::make_unique<Mapping>(Mapping{fpgallm::MappedFile(path)})), source_(path) {
+  bytes_ = mapping_->file.bytes();
+  parse();
+}
+
+File::File(std::span<const std::uint8_t> bytes, std::string source) : bytes_(bytes), source_(std::move(source)) { parse(); }
+
+File::~File() = default;
+File::File(File&&) noexcept = default;
+
+namespace {
+constexpr std::uint64_t kMaxHeader = 100u << 20;  // the safetensors library's own limit
+}
+
+void File::parse() {
+  auto fail = [&](const std::string& problem) { throw fpgallm::InputError(source_, problem); };
+  if (bytes_.size() < 8) fail(fmt::format("truncated: {} bytes is shorter than the 8-byte safetensors header length", bytes_.size()));
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes_.data(), 8);
+  if (n > bytes_.size() - 8)
+    fail(fmt::format("header length {} runs past the end of the file ({} bytes)", n, bytes_.size()));
+  if (n > kMaxHeader) fail(fmt::format("header length {} exceeds the 100 MiB limit", n));
+  data_offset_ = 8 + n;
+  const std::uint64_t data_size = bytes_.size() - data_offset_;
+  json header = json::parse(bytes_.begin() + 8, bytes_.begin() + static_cast<std::ptrdiff_t>(data_offset_), nullptr, false);
+  if (header.is_discarded()) fail("header is not valid JSON");
+  if (!header.is_object()) fail("header is not a JSON object");
+  auto as_u64 = [](const json& j, std::uint64_t& out) {
+    if (!j.is_number_unsigned()) return false;
+    out = j.get<std::uint64_t>();
+    return true;
+  };
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it.value().is_object()) fail("__metadata__ is not an object");
+      continue;
+    }
+    const json& e = it.value();
+    TensorInfo t;
+    t.name = it.key();
+    if (!e.is_object()) fail(fmt::format("tensor '{}': entry is not an object", t.name));
+    auto dt = e.find("dtype");
+    auto sh = e.find("shape");
+    auto off = e.find("data_offsets");
+    if (dt == e.end() || !dt->is_string()) fail(fmt::format("tensor '{}': missing dtype", t.name));
+    t.dtype = dt->get<std::string>();
+    const std::size_t esize = dtype_size(t.dtype);
+    if (esize == 0) fail(fmt::format("tensor '{}': unknown dtype '{}'", t.name, t.dtype));
+    if (sh == e.end() || !sh->is_array() || sh->size() > 8) fail(fmt::format("tensor '{}': missing or bad shape", t.name));
+    t.n_elements = 1;
+    for (const auto& d : *sh) {
+      std::uint64_t v = 0;
+      if (!as_u64(d, v)) fail(fmt::format("tensor '{}': shape holds a non-integer or negative value", t.name));
+      if (v != 0 && t.n_elements > (std::uint64_t{1} << 62) / v)
+        fail(fmt::format("tensor '{}': shape [{}] overflows", t.name, sh->dump()));
+      t.shape.push_back(v);
+      t.n_elements *= v;
+    }
+    if (off == e.end() || !off->is_array() || off->size() != 2 || !as_u64((*off)[0], t.begin) || !as_u64((*off)[1], t.end))
+      fail(fmt::format("tensor '{}': data_offsets must be two non-negative integers", t.name));
+    if (t.begin > t.end || t.end > data_size)
+      fail(fmt::format("tensor '{}': data_offsets [{}, {}] lie outside the {} data bytes", t.name, t.begin, t.end, data_size));
+    if (t.end - t.begin != t.n_elements * esize)
+      fail(fmt::format("tensor '{}': {} bytes do not hold shape [{}] of {}", t.name, t.end - t.begin,
+                       fmt::join(t.shape, ", "), t.dtype));
+    tensors_.push_back(std::move(t));
+  }
+}
+
+const TensorInfo* File::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::span<const std::uint8_t> File::bytes(const TensorInfo& t) const {
+  return bytes_.subspan(static_cast<std::size_t>(data_offset_ + t.begin), static_cast<std::size_t>(t.end - t.begin));
+}
+
+void File::read_floats(const TensorInfo& t, std::span<float> out) const {
+  if (out.size() != t.n_elements)
+    throw fpgallm::InputError(source_, fmt::format("tensor '{}' has {} elements, expected {}", t.name, t.n_elements, out.size()));
+  auto b = bytes(t);
+  if (t.dtype == "F32") gguf::dequantize(gguf::GgmlType::f32, b, out);
+  else if (t.dtype == "F16") gguf::dequantize(gguf::GgmlType::f16, b, out);
+  else if (t.dtype == "BF16") gguf::dequantize(gguf::GgmlType::bf16, b, out);
+  else throw fpgallm::InputError(source_, fmt::format("tensor '{}' has dtype {} (F32, F16 or BF16 supported)", t.name, t.dtype));
+}
+
+std::string serialize_f32(const std::vector<NamedTensor>& tensors) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    std::uint64_t n = 1;
+    for (auto d : t.shape) n *= d;
+    if (n != t.data.size()) throw std::invalid_argument("safetensors: shape of '" + t.name + "' disagrees with its data");
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * 4}}};
+    offset += n * 4;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data 8-byte aligned, as the reference writer does
+  std::string out;
+  out.reserve(8 + text.size() + offset);
+  const std::uint64_t n = text.size();
+  out.append(reinterpret_cast<const char*>(&n), 8);
+  out += text;
+  for (const auto& t : tensors) out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
+  return out;
+}
+
+namespace {
+
+int json_int(const json& j, const char* key, const std::string& source, std::optional<int> fallback = std::nullopt) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (!fallback) throw fpgallm::InputError(source, fmt::format("config.json has no \"{}\"", key));
+    return *fallback;
+  }
+  if (!it->is_number_integer()) throw fpgallm::InputError(source, fmt::format("\"{}\" is not an integer", key));
+  auto v = it->get<std::int64_t>();
+  if (v < 0 || v > std::numeric_limits<int>::max())
+    throw fpgallm::InputError(source, fmt::format("\"{}\" = {} is out of range", key, v));
+  return static_cast<int>(v);
+}
+
+double json_number(const json& j, const char* key, const std::string& source, double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) throw fpgallm::InputError(source, fmt::format("\"{}\" is not a number", key));
+  return it->get<double>();
+}
+
+}  // namespace
+
+Config config_from_hf_json(const std::string& text, const std::string& source) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw fpgallm::InputError(source, "is not valid JSON");
+  if (!j.is_object()) throw fpgallm::InputError(source, "is not a JSON object");
+  bool llama = j.value("model_type", json()).is_string() && j["model_type"] == "llama";
+  if (auto a = j.find("architectures"); a != j.end() && a->is_array())
+    for (const auto& name : *a)
+      if (name == "LlamaForCausalLM") llama = true;
+  if (!llama) throw fpgallm::InputError(source, "is not a LlamaForCausalLM model (architectures / model_type)");
+  if (auto act = j.find("hidden_act"); act != j.end() && *act != "silu")
+    throw fpgallm::InputError(source, fmt::format("hidden_act {} is not supported (silu)", act->dump()));
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null())
+    throw fpgallm::InputError(source, "rope_scaling is not supported");
+  Config c;
+  c.arch = Arch::llama;
+  c.dim = json_int(j, "hidden_size", source);
+  c.hidden_dim = json_int(j, "intermediate_size", source);
+  c.n_layers = json_int(j, "num_hidden_layers", source);
+  c.n_heads = json_int(j, "num_attention_heads", source);
+  c.n_kv_heads = json_int(j, "num_key_value_heads", source, c.n_heads);
+  c.vocab_size = json_int(j, "vocab_size", source);
+  c.seq_len = json_int(j, "max_position_embeddings", source);
+  c.norm_eps = static_cast<float>(json_number(j, "rms_norm_eps", source, 1e-6));
+  c.rope_theta = static_cast<float>(json_number(j, "rope_theta", source, 10000.0));
+  auto tie = j.find("tie_word_embeddings");
+  if (tie != j.end() && !tie->is_null() && !tie->is_boolean())
+    throw fpgallm::InputError(source, "\"tie_word_embeddings\" is not a boolean");
+  c.shared_classifier = tie != j.end() && tie->is_boolean() && tie->get<bool>();
+  if (auto why = c.invalid_reason(); !why.empty()) throw fpgallm::InputError(source, "bad model shape: " + why);
+  if (j.contains("head_dim") && !j["head_dim"].is_null() && json_int(j, "head_dim", source) != c.head_dim())
+    throw fpgallm::InputError(source, "head_dim differs from hidden_size / num_attention_heads (not supported)");
+  return c;
+}
+
+std::string hf_config_json(const Config& c) {
+  // Floats through their shortest decimal form, so 1e-5f is written as 1e-05.
+  auto shortest = [](float f) { return std::stod(fmt::format("{}", f)); };
+  nlohmann::ordered_json j = {{"architectures", {"LlamaForCausalLM"}},
+                              {"model_type", "llama"},
+                              {"hidden_size", c.dim},
+                              {"intermediate_size", c.hidden_dim},
+                              {"num_hidden_layers", c.n_layers},
+                              {"num_attention_heads", c.n_heads},
+                              {"num_key_value_heads", c.n_kv_heads},
+                              {"vocab_size", c.vocab_size},
+                              {"max_position_embeddings", c.seq_len},
+                              {"rms_norm_eps", shortest(c.norm_eps)},
+                              {"rope_theta", shortest(c.rope_theta)},
+                              {"tie_word_embeddings", c.shared_classifier},
+                              {"hidden_act", "silu"},
+                              {"bos_token_id", 1},
+                              {"eos_token_id", 2},
+                              {"torch_dtype", "float32"}};
+  return j.dump(2) + "\n";
+}
+
+namespace {
+// HF row h*hd + j*(hd/2) + i  <->  interleaved row h*hd + 2i + j.
+void permute_rows(std::span<float> w, int n_heads, int head_dim, int cols, bool to_interleaved) {
+  const std::size_t row = static_cast<std::size_t>(cols);
+  std::vector<float> head(static_cast<std::size_t>(head_dim) * row);
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* base = w.data() + static_cast<std::size_t>(h) * head_dim * row;
+    std::copy(base, base + head.size(), head.begin());
+    for (int i = 0; i < half; ++i)
+      for (int j = 0; j < 2; ++j) {
+        const std::size_t hf = static_cast<std::size_t>(j * half + i), inter = static_cast<std::size_t>(2 * i + j);
+        const std::size_t src = to_interleaved ? hf : inter, dst = to_interleaved ? inter : hf;
+        std::copy(head.begin() + static_cast<std::ptrdiff_t>(src * row), head.begin() + static_cast<std::ptrdiff_t>((src + 1) * row),
+                  base + dst * row);
+      }
+  }
+}
+}  // namespace
+
+void hf_to_interleaved(std::span<float> w, int n_heads, int head_dim, int cols) { permute_rows(w, n_heads, head_dim, cols, true); }
+void interleaved_to_hf(std::span<float> w, int n_heads, int head_dim, int cols) { permute_rows(w, n_heads, head_dim, cols, false); }
+
+namespace {
+
+const char* hf_linear_name(Linear l) {
+  switch (l) {
+    case Linear::wq: return "self_attn.q_proj";
+    case Linear::wk: return "self_attn.k_proj";
+    case Linear::wv: return "self_attn.v_proj";
+    case Linear::wo: return "self_attn.o_proj";
+    case Linear::w1: return "mlp.gate_proj";
+    case Linear::w2: return "mlp.down_proj";
+    case Linear::w3: return "mlp.up_proj";
+    case Linear::cls: return "lm_head";
+  }
+  return "?";
+}
+
+std::string hf_tensor_name(int layer, Linear l) {
+  if (l == Linear::cls) return "lm_head.weight";
+  return fmt::format("model.layers.{}.{}.weight", layer, hf_linear_name(l));
+}
+
+std::string read_text_file(const fs::path& p) {
+  fpgallm::MappedFile f(p.string());
+  return std::string(reinterpret_cast<const char*>(f.data()), f.size());
+}
+
+// The safetensors files of a folder, in the order they are searched.
+std::vector<std::string> shard_files(const fs::path& dir) {
+  if (fs::exists(dir / "model.safetensors")) return {(dir / "model.safetensors").string()};
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    json j = json::parse(read_text_file(index), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw fpgallm::InputError(index.string(), "is not valid JSON");
+    auto map = j.find("weight_map");
+    if (map == j.end() || !map->is_object()) throw fpgallm::InputError(index.string(), "has no \"weight_map\" object");
+    std::vector<std::string> files;
+    for (auto it = map->begin(); it != map->end(); ++it) {
+      if (!it.value().is_string()) throw fpgallm::InputError(index.string(), "weight_map values must be file names");
+      auto name = it.value().get<std::string>();
+      if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        throw fpgallm::InputError(index.string(), fmt::format("shard name '{}' is not a file in the folder", name));
+      auto path = (dir / name).string();
+      if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
+    }
+    if (files.empty()) throw fpgallm::InputError(index.string(), "weight_map is empty");
+    return files;
+  }
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  if (files.empty())
+    throw fpgallm::InputError(dir.string(), "has no model.safetensors, model.safetensors.index.json or *.safetensors");
+  return files;
+}
+
+}  // namespace
+
+}  // namespace model::safetensors
+
+namespace model {
+
+namespace fs = std::filesystem;
+
+Model load_safetensors_dir(const std::string& dir_name) {
+  namespace st = safetensors;
+  const fs::path dir(dir_name);
+  const fs::path config_path = dir / "config.json";
+  if (!fs::exists(config_path)) throw fpgallm::InputError(config_path.string(), "missing (a Hugging Face model folder needs config.json)");
+  Model m;
+  m.config = st::config_from_hf_json(st::read_text_file(config_path), config_path.string());
+  m.config.name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+  m.source_format = Format::safetensors;
+  m.source_path = dir_name;
+  const Config& c = m.config;
+
+  std::vector<st::File> files;
+  for (const auto& f : st::shard_files(dir)) files.emplace_back(f);
+  std::map<std::string, std::pair<const st::File*, const st::TensorInfo*>> index;
+  for (const auto& f : files)
+    for (const auto& t : f.tensors())
+      if (!index.emplace(t.name, std::make_pair(&f, &t)).second)
+        throw fpgallm::InputError(f.source(), fmt::format("tensor '{}' also appears in another shard", t.name));
+
+  m.weights = allocate_weights(c);
+  auto fill = [&](const std::string& name, std::vector<std::uint64_t> shape, std::vector<float>& dst) {
+    auto it = index.find(name);
+    if (it == index.end()) throw fpgallm::InputError(dir_name, fmt::format("tensor '{}' is missing", name));
+    const auto& [file, t] = it->second;
+    if (t->shape != shape)
+      throw fpgallm::InputError(file->source(), fmt::format("tensor '{}' has shape [{}], expected [{}] from config.json", name,
+                                                            fmt::join(t->shape, ", "), fmt::join(shape, ", ")));
+    file->read_floats(*t, dst);
+  };
+  auto matrix = [](MatrixShape s) {
+    return std::vector<std::uint64_t>{static_cast<std::uint64_t>(s.rows), static_cast<std::uint64_t>(s.cols)};
+  };
+  const auto dim = static_cast<std::uint64_t>(c.dim);
+  fill("model.embed_tokens.weight", matrix(linear_shape(c, Linear::cls)), m.weights.token_embedding);
+  for (int l = 0; l < c.n_layers; ++l) {
+    auto& lw = m.weights.layers[static_cast<std::size_t>(l)];
+    fill(fmt::format("model.layers.{}.input_layernorm.weight", l), {dim}, lw.attn_norm);
+    fill(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {dim}, lw.ffn_norm);
+    for (Linear which : kBlockLinears) fill(st::hf_tensor_name(l, which), matrix(linear_shape(c, which)), lw.linear(which));
+    st::hf_to_interleaved(lw.wq, c.n_heads, c.head_dim(), c.dim);
+    st::hf_to_interleaved(lw.wk, c.n_kv_heads, c.head_dim(), c.dim);
+  }
+  fill("model.norm.weight", {dim}, m.weights.final_norm);
+  if (!c.shared_classifier) fill("lm_head.weight", matrix(linear_shape(c, Linear::cls)), m.weights.classifier);
+  return m;
+}
+
+void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tokenizer* tokenizer) {
+  namespace st = safetensors;
+  const Config& c = m.config;
+  if (c.arch != Arch::llama) throw fpgallm::InputError(dir_name, "safetensors output supports llama models only");
+  if (!m.has_weights()) throw fpgallm::InputError(dir_name, "the model has no weights to write");
+  if (tokenizer && tokenizer->vocab_size() != c.vocab_size)
+    throw fpgallm::InputError(dir_name, fmt::format("tokenizer has {} tokens but the model's vocabulary has {}",
+                                                    tokenizer->vocab_size(), c.vocab_size));
+  const fs::path dir(dir_name);
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+    throw fpgallm::InputError(dir_name, "already exists and is not an empty folder");
+
+  std::vector<st::NamedTensor> tensors;
+  std::vector<std::vector<float>> permuted;  // HF-ordered copies of q_proj and k_proj
+  permuted.reserve(static_cast<std::size_t>(c.n_layers) * 2);
+  auto matrix = [](MatrixShape s) {
+    return std::vector<std::uint64_t>{static_cast<std::uint64_t>(s.rows), static_cast<std::uint64_t>(s.cols)};
+  };
+  const auto dim = static_cast<std::uint64_t>(c.dim);
+  tensors.push_back({"model.embed_tokens.weight", matrix(linear_shape(c, Linear::cls)), m.weights.token_embedding});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const auto& lw = m.weights.layers[static_cast<std::size_t>(l)];
+    tensors.push_back({fmt::format("model.layers.{}.input_layernorm.weight", l), {dim}, lw.attn_norm});
+    for (Linear which : kBlockLinears) {
+      std::span<const float> data = lw.linear(which);
+      if (which == Linear::wq || which == Linear::wk) {
+        permuted.push_back(lw.linear(which));
+        st::interleaved_to_hf(permuted.back(), which == Linear::wq ? c.n_heads : c.n_kv_heads, c.head_dim(), c.dim);
+        data = permuted.back();
+      }
+      tensors.push_back({st::hf_tensor_name(l, which), matrix(linear_shape(c, which)), data});
+    }
+    tensors.push_back({fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {dim}, lw.ffn_norm});
+  }
+  tensors.push_back({"model.norm.weight", {dim}, m.weights.final_norm});
+  if (!c.shared_classifier) tensors.push_back({"lm_head.weight", matrix(linear_shape(c, Linear::cls)), m.weights.classifier});
+
+  const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp);
+    fpgallm::write_file_atomic((tmp / "config.json").string(), st::hf_config_json(c));
+    fpgallm::write_file_atomic((tmp / "model.safetensors").string(), st::serialize_f32(tensors));
+    if (tokenizer) tokenizer->save_llama2c((tmp / "tokenizer.bin").string());
+    fs::rename(tmp, dir);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw fpgallm::InputError(dir_name, std::string("cannot write: ") + e.code().message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace model

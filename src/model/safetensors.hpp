@@ -1,0 +1,84 @@
+#pragma once
+// Hugging Face safetensors files and LlamaForCausalLM checkpoint folders.
+//
+// A safetensors file: u64 little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "F32", "shape": [rows, cols], "data_offsets": [begin, end]}, ...,
+//  "__metadata__": {string: string}}, then the data; offsets are relative to the data start.
+// A folder: config.json (LlamaForCausalLM) and model.safetensors, or shards listed in
+// model.safetensors.index.json ("weight_map": {tensor: file}), or else every *.safetensors.
+// Hugging Face orders the rows of q_proj/k_proj for rotate-half RoPE; the loader permutes
+// them to the interleaved pairs the engine uses, and the writer permutes them back.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace model::safetensors {
+
+struct TensorInfo {
+  std::string name;
+  std::string dtype;                 // "F32", "F16", "BF16", "I64", ...
+  std::vector<std::uint64_t> shape;  // row-major, outermost first
+  std::uint64_t begin = 0;           // from the start of the data
+  std::uint64_t end = 0;
+  std::uint64_t n_elements = 0;
+};
+
+// Bytes per element of a dtype; 0 for one this code does not know.
+std::size_t dtype_size(const std::string& dtype);
+
+// One parsed file. Header length, JSON, dtypes, shapes and offsets are all checked against
+// the file; errors throw fpgallm::InputError naming it.
+class File {
+ public:
+  explicit File(const std::string& path);
+  File(std::span<const std::uint8_t> bytes, std::string source);  // caller owns the bytes
+  ~File();
+  File(File&&) noexcept;
+  File& operator=(File&&) = delete;
+
+  const std::string& source() const { return source_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find(const std::string& name) const;
+  std::span<const std::uint8_t> bytes(const TensorInfo& t) const;
+  // F32, F16 or BF16 elements as fp32 into out (out.size() == n_elements).
+  void read_floats(const TensorInfo& t, std::span<float> out) const;
+
+ private:
+  void parse();
+  struct Mapping;
+  std::unique_ptr<Mapping> mapping_;
+  std::span<const std::uint8_t> bytes_;
+  std::string source_;
+  std::uint64_t data_offset_ = 0;
+  std::vector<TensorInfo> tensors_;
+};
+
+// Serializes tensors (F32 only; data row-major) into safetensors bytes.
+struct NamedTensor {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  std::span<const float> data;
+};
+std::string serialize_f32(const std::vector<NamedTensor>& tensors);
+
+// The Config described by a config.json text (`source` names it in errors).
+Config config_from_hf_json(const std::string& json_text, const std::string& source);
+// config.json for c (LlamaForCausalLM, float32).
+std::string hf_config_json(const Config& c);
+
+// Row order conversions for one q_proj/k_proj matrix of n_heads heads, each [head_dim][cols].
+void hf_to_interleaved(std::span<float> w, int n_heads, int head_dim, int cols);
+void interleaved_to_hf(std::span<float> w, int n_heads, int head_dim, int cols);
+
+}  // namespace model::safetensors
+
+namespace model {
+// Writes dir/config.json and dir/model.safetensors (F32, Hugging Face names and row order),
+// and dir/tokenizer.bin (llama2.c format) when a tokenizer is given. The folder appears
+// whole or not at all; an existing non-empty folder is an error.
+void save_safetensors_dir(const Model& m, const std::string& dir, const Tokenizer* tokenizer = nullptr);
+}  // namespace model

@@ -1,0 +1,56 @@
+#include "model/save.hpp"
+
+#include <filesystem>
+
+#include "model/gguf_llama.hpp"
+#include "model/safetensors.hpp"
+#include "util/error.hpp"
+
+namespace model {
+
+namespace fs = std::filesystem;
+
+Format output_format(const std::string& output, const std::string& requested) {
+  if (requested == "bin") return Format::llama2c;
+  if (requested == "gguf") return Format::gguf;
+  if (requested == "safetensors") return Format::safetensors;
+  if (!requested.empty()) throw fpgallm::InputError(requested, "unknown output format (bin, gguf, safetensors)");
+  const fs::path p(output);
+  if (output.ends_with('/') || !p.has_extension()) return Format::safetensors;
+  if (p.extension() == ".bin") return Format::llama2c;
+  if (p.extension() == ".gguf") return Format::gguf;
+  throw fpgallm::InputError(output, "cannot tell the format from the name (.bin, .gguf, or a folder); pass --to");
+}
+
+std::uint64_t save(const Model& m, const std::string& output, Format format, const std::string& type,
+                   const Tokenizer* tokenizer) {
+  if (!m.has_weights()) throw fpgallm::InputError(output, "the model has no weights to write");
+  switch (format) {
+    case Format::llama2c:
+      if (type != "f32") throw fpgallm::InputError(output, "a llama2.c .bin holds f32 weights only");
+      save_llama2c(m, output);
+      return fs::file_size(output);
+    case Format::gguf: {
+      gguf::GgmlType t;
+      if (type == "f32") t = gguf::GgmlType::f32;
+      else if (type == "f16") t = gguf::GgmlType::f16;
+      else if (type == "bf16") t = gguf::GgmlType::bf16;
+      else if (type == "q8_0") t = gguf::GgmlType::q8_0;
+      else if (type == "q4_0") t = gguf::GgmlType::q4_0;
+      else throw fpgallm::InputError(type, "unknown storage type (f32, f16, bf16, q8_0, q4_0)");
+      save_gguf(m, output, t, tokenizer);
+      return fs::file_size(output);
+    }
+    case Format::safetensors: {
+      if (type != "f32") throw fpgallm::InputError(output, "the safetensors writer stores f32 only");
+      save_safetensors_dir(m, output, tokenizer);
+      std::uint64_t bytes = 0;
+      for (const auto& e : fs::directory_iterator(output))
+        if (e.is_regular_file()) bytes += e.file_size();
+      return bytes;
+    }
+  }
+  return 0;
+}
+
+}  // namespace model

@@ -1,0 +1,25 @@
+#pragma once
+// Writing a model in any of the three checkpoint formats (what `fpgallm convert` and
+// `fpgallm synth` share).
+#include <cstdint>
+#include <string>
+
+#include "model/model.hpp"
+#include "model/tokenizer.hpp"
+
+namespace model {
+
+// `requested` ("bin", "gguf", "safetensors") wins; else from the output name: *.bin is
+// llama2.c, *.gguf is GGUF, a name without extension (or ending in '/') a safetensors
+// folder. Throws InputError naming the output otherwise.
+Format output_format(const std::string& output, const std::string& requested);
+
+// Matrix storage type: "f32" everywhere; "f16"/"bf16" in GGUF and safetensors; "q8_0",
+// "q4_0" in GGUF. Throws InputError for a combination the format cannot hold.
+// The tokenizer goes into GGUF metadata, or tokenizer.bin inside a safetensors folder; a
+// llama2.c .bin cannot hold one (its tokenizer is a separate file) and it is ignored there.
+// Returns the bytes written.
+std::uint64_t save(const Model& m, const std::string& output, Format format, const std::string& type,
+                   const Tokenizer* tokenizer);
+
+}  // namespace model
