@@ -1,0 +1,94 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "arch/program.hpp"
+
+namespace {
+
+model::Config stories260k_config() {
+  model::Config c;
+  c.name = "stories260K";
+  c.dim = 64;
+  c.hidden_dim = 172;
+  c.n_layers = 5;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.vocab_size = 512;
+  c.seq_len = 512;
+  return c;
+}
+
+int count(const arch::Program& p, arch::Op op) {
+  int n = 0;
+  for (const auto& i : p.instructions) n += i.op == op;
+  return n;
+}
+
+TEST(Program, DecodeStepHasEveryOperationOfTheForwardPass) {
+  const auto c = stories260k_config();
+  arch::Design d;
+  auto p = arch::build_program(c, d, arch::Stage::decode, 7, 1);
+  EXPECT_EQ(count(p, arch::Op::embed), 1);
+  EXPECT_EQ(count(p, arch::Op::matmul), 7 * c.n_layers + 1);
+  EXPECT_EQ(count(p, arch::Op::attention), c.n_layers);
+  EXPECT_EQ(count(p, arch::Op::norm), 2 * c.n_layers + 1);
+  EXPECT_EQ(count(p, arch::Op::rope), c.n_layers);
+  EXPECT_EQ(count(p, arch::Op::residual_add), 2 * c.n_layers);
+  EXPECT_EQ(count(p, arch::Op::swiglu), c.n_layers);
+  EXPECT_EQ(p.instructions.front().op, arch::Op::embed);
+  EXPECT_EQ(p.instructions.back().op, arch::Op::matmul);
+  EXPECT_EQ(p.instructions.back().linear, model::Linear::cls);
+  // Hand count: per token, every weight once.
+  const std::int64_t block_macs = 64LL * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 172 * 64;
+  const std::int64_t attn_macs = 2LL * 8 * 8 * 8;  // 8 keys (pos 7), 8 heads, head_dim 8, q·k and p·v
+  EXPECT_EQ(p.total_macs(), 5 * (block_macs + attn_macs) + 512 * 64);
+}
+
+TEST(Program, TilesAndBytesFollowTheDesign) {
+  const auto c = stories260k_config();
+  arch::Design d;
+  d.tiling.tile_rows = 32;
+  d.tiling.tile_cols = 64;
+  auto p = arch::build_program(c, d, arch::Stage::decode, 0, 1);
+  for (const auto& i : p.instructions) {
+    if (i.op != arch::Op::matmul || i.linear != model::Linear::w2) continue;
+    EXPECT_EQ(i.rows, 64);
+    EXPECT_EQ(i.cols, 172);
+    EXPECT_EQ(i.row_tiles, 2);
+    EXPECT_EQ(i.col_tiles, 3);  // 172 = 64 + 64 + 44 (the last tile zero-padded)
+    EXPECT_EQ(i.weight_bytes, 64 * 172 + 64 * 4);
+    EXPECT_EQ(i.mem, arch::MemGroup::weights);
+  }
+  auto p4 = arch::build_program(c, d, arch::Stage::decode, 0, 1, [](int, model::Linear) {
+    return arch::LinearPrecision{4, 32};
+  });
+  for (const auto& i : p4.instructions)
+    if (i.op == arch::Op::matmul && i.linear == model::Linear::w2) EXPECT_EQ(i.weight_bytes, 64 * 172 / 2 + 64 * 6 * 4);
+}
+
+TEST(Program, PrefillBlockReadsTheCacheOncePerStep) {
+  const auto c = stories260k_config();
+  arch::Design d;
+  auto p = arch::build_program(c, d, arch::Stage::prefill, 16, 16);
+  for (const auto& i : p.instructions) {
+    EXPECT_EQ(i.tokens, 16);
+    if (i.op == arch::Op::attention) {
+      EXPECT_EQ(i.context, 32);
+      EXPECT_EQ(i.kv_read_bytes, 2 * 32 * 32 * d.kv_bits / 8);
+    }
+  }
+  EXPECT_THROW(arch::build_program(c, d, arch::Stage::decode, 0, 2), std::invalid_argument);
+  EXPECT_THROW(arch::build_program(c, d, arch::Stage::prefill, 0, d.tiling.prefill_block + 1), std::invalid_argument);
+  EXPECT_THROW(arch::build_program(c, d, arch::Stage::decode, 512, 1), std::invalid_argument);
+}
+
+TEST(Program, SerializesToJson) {
+  auto p = arch::build_program(stories260k_config(), arch::Design{}, arch::Stage::decode, 3, 1);
+  nlohmann::json j = p;
+  EXPECT_EQ(j["stage"], "decode");
+  EXPECT_EQ(j["instructions"].size(), p.instructions.size());
+  EXPECT_EQ(j["instructions"][0]["op"], "embed");
+}
+
+}  // namespace
