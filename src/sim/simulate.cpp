@@ -493,6 +493,8 @@ void fill_report(Report& rep, const Lowering& low, const Engine& e, const Result
     op.cycles = os.end - os.start;
     op.tasks = os.tasks;
     for (std::size_t u = 0; u < units.size(); ++u)
+      if (os.unit_busy[u] > 0) op.busy.emplace_back(units[u].name, os.unit_busy[u]);
+    for (std::size_t u = 0; u < units.size(); ++u)
       if (os.unit_busy[u] > op.critical_cycles) {
         op.critical_cycles = os.unit_busy[u];
         op.critical = units[u].name;
@@ -665,10 +667,14 @@ void to_json(json& j, const Report& r) {
     layers.push_back({{"layer", l.layer}, {"card", l.card}, {"cycles", l.cycles}, {"seconds", l.cycles / (r.clock_mhz * 1e6)}});
   j["layers"] = layers;
   json ops = json::array();
-  for (const auto& o : r.ops)
+  for (const auto& o : r.ops) {
+    json busy = json::object();
+    for (const auto& [unit, cycles] : o.busy) busy[unit] = cycles;
     ops.push_back({{"name", o.name}, {"kind", o.kind}, {"layer", o.layer}, {"card", o.card}, {"program", o.program},
                    {"start_cycles", o.start}, {"cycles", o.cycles}, {"seconds", o.cycles / (r.clock_mhz * 1e6)},
-                   {"critical", o.critical}, {"critical_cycles", o.critical_cycles}, {"tasks", o.tasks}});
+                   {"critical", o.critical}, {"critical_cycles", o.critical_cycles}, {"busy_cycles", busy},
+                   {"tasks", o.tasks}});
+  }
   j["ops"] = ops;
   json a = json::array();
   for (const auto& x : r.assumptions) a.push_back({{"name", x.name}, {"value", x.value}, {"unit", x.unit}, {"source", x.source}});

@@ -57,6 +57,7 @@ struct OpReport {
   Cycles cycles = 0;    // first task start to last task end
   std::string critical; // unit with the most busy cycles in this operation
   Cycles critical_cycles = 0;
+  std::vector<std::pair<std::string, Cycles>> busy;  // per unit with work in this op
   std::int64_t tasks = 0;
 };
 

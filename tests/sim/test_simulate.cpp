@@ -1,0 +1,241 @@
+// The lowering of arch::Program onto the simulator, checked against counts worked out
+// independently from the model's shapes (bytes moved, MAC-array cycles, link volume), the
+// effect of double buffering, and the command line with its Perfetto trace.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "arch/design.hpp"
+#include "arch/program.hpp"
+#include "hw/device.hpp"
+#include "model/presets.hpp"
+#include "perf/perf.hpp"
+#include "sim/simulate.hpp"
+#include "testing.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+arch::Design u280_design() {
+  arch::Design d;
+  d.name = "test-u280";
+  d.device = "u280";
+  d.clock_mhz = 300;
+  d.matrix_unit.rows = 64;
+  d.matrix_unit.cols = 64;
+  d.vector_unit.lanes = 32;
+  d.tiling = {128, 256, 64};
+  d.buffers.weight_bytes = 4 * 128 * 256;
+  d.buffers.activation_bytes = 1 << 20;
+  d.memory.weight_channels = 24;
+  d.memory.kv_channels = 8;
+  d.memory.activation_channels = 0;
+  d.context = 1024;
+  return d;
+}
+
+model::Config preset(const std::string& name) { return model::find_preset(name).value(); }
+
+const sim::UnitReport& unit(const sim::Report& r, const std::string& prefix) {
+  for (const auto& u : r.units)
+    if (u.name.rfind(prefix, 0) == 0) return u;
+  throw std::runtime_error("no unit " + prefix);
+}
+
+double op_busy(const sim::OpReport& o, const std::string& prefix) {
+  for (const auto& [name, c] : o.busy)
+    if (name.rfind(prefix, 0) == 0) return c;
+  return 0;
+}
+
+// Decode of stories110m: every weight byte of the instruction list crosses the weight
+// channels once, the KV cache is read (context positions) and written (one position)
+// once per layer, and a matmul keeps the MAC array busy for exactly
+// tiles x (ceil(128/64) x ceil(256/64) + pipeline depth) cycles.
+TEST(SimLowering, DecodeMovesEveryByteOnceAndCountsMacCycles) {
+  const auto cfg = preset("stories110m");
+  const auto d = u280_design();
+  sim::Options o;
+  o.context = 300;
+  const auto r = sim::simulate(cfg, d, hw::find_device("u280"), o);
+  const auto prog = arch::build_program(cfg, d, arch::Stage::decode, 299, 1);
+  std::int64_t weights = 0, kv = 0;
+  for (const auto& i : prog.instructions) {
+    weights += i.weight_bytes;
+    kv += i.kv_read_bytes + i.kv_write_bytes;
+  }
+  EXPECT_EQ(unit(r, "HBM2 weights").bytes, weights);
+  // KV: 2 (K and V) x 300 positions x 768 x 1 byte read, 2 x 768 written, per layer.
+  EXPECT_EQ(kv, 12 * (2 * 300 * 768 + 2 * 768));
+  EXPECT_EQ(unit(r, "HBM2 kv").bytes, kv);
+  // blk.0.w1: 2048 x 768 -> 16 x 3 tiles of 128 x 256; each 1 token x 2 x 4 steps + 8.
+  for (const auto& op : r.ops)
+    if (op.name == "blk.0.w1") EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), 16 * 3 * (2 * 4 + 8));
+  EXPECT_EQ(r.tokens, 1);
+  EXPECT_GT(r.cycles, 0);
+  // The critical resource of a matmul is the weight stream when its data time exceeds
+  // the instruction's issue time, else the controller. Weight port: 24 channels x
+  // 14.375 GB/s / 300 MHz x memory_efficiency bytes per cycle.
+  const double rate = 24 * 14.375e9 / 300e6 * perf::constants().memory_efficiency.value;
+  const double issue = perf::constants().op_fixed_cycles.value;
+  for (const auto& op : r.ops) {
+    if (op.name != "blk.0.wq" && op.name != "cls") continue;
+    const std::int64_t rows = op.name == "cls" ? 32000 : 768;
+    const double stream = double(rows * 768 + rows * 4) / rate;  // int8 weights + fp32 row scales
+    EXPECT_NEAR(op_busy(op, "HBM2 weights"), stream, 1e-6 * stream) << op.name;
+    EXPECT_EQ(op.critical, stream > issue ? "HBM2 weights (24 ch)" : "controller") << op.name;
+  }
+  // Each unit's states add up to the run.
+  for (const auto& u : r.units) {
+    double s = 0;
+    for (double c : u.state) s += c;
+    EXPECT_NEAR(s, r.cycles, 1e-6 * r.cycles) << u.name;
+  }
+}
+
+// Prefill splits the prompt into programs of prefill_block tokens; weights are fetched
+// once per program and the MAC array does tokens x steps per tile.
+TEST(SimLowering, PrefillRunsOneProgramPerBlock) {
+  const auto cfg = preset("stories15m");
+  const auto d = u280_design();
+  sim::Options o;
+  o.stage = arch::Stage::prefill;
+  o.prompt = 100;  // 64 + 36
+  const auto r = sim::simulate(cfg, d, hw::find_device("u280"), o);
+  EXPECT_EQ(r.programs, 2);
+  EXPECT_EQ(r.tokens, 100);
+  std::int64_t weights = 0;
+  for (int pos : {0, 64})
+    weights += arch::build_program(cfg, d, arch::Stage::prefill, pos, pos == 0 ? 64 : 36).total_weight_bytes();
+  EXPECT_EQ(unit(r, "HBM2 weights").bytes, weights);
+  // blk.0.wq of stories15m: 288 x 288 -> 3 x 2 tiles (128,128,32 rows x 256,32 cols).
+  // Per tile tokens x ceil(r/64) x ceil(c/64) + 8; rows 128,128,32 -> 2,2,1; cols 256,32 -> 4,1.
+  double per_token = 0, tiles = 0;
+  for (int rr : {2, 2, 1})
+    for (int cc : {4, 1}) {
+      per_token += rr * cc;
+      ++tiles;
+    }
+  std::map<int, double> busy;
+  for (const auto& op : r.ops)
+    if (op.name == "blk.0.wq") busy[op.program] = op_busy(op, "matrix_unit");
+  EXPECT_DOUBLE_EQ(busy[0], 64 * per_token + 8 * tiles);
+  EXPECT_DOUBLE_EQ(busy[1], 36 * per_token + 8 * tiles);
+}
+
+// A weight buffer with room for one tile cannot overlap the next load with the current
+// tile's compute: decode gets slower and the weight channels wait on the buffer.
+TEST(SimLowering, SingleTileWeightBufferSerializesLoadAndCompute) {
+  const auto cfg = preset("stories110m");
+  auto d = u280_design();
+  sim::Options o;
+  o.context = 64;
+  const auto& dev = hw::find_device("u280");
+  d.buffers.weight_bytes = 2 * 128 * 256;
+  const auto two = sim::simulate(cfg, d, dev, o);
+  d.buffers.weight_bytes = 128 * 256;
+  const auto one = sim::simulate(cfg, d, dev, o);
+  EXPECT_GT(one.cycles, two.cycles * 1.05);
+  EXPECT_GT(unit(one, "HBM2 weights").state[int(sim::State::buffer)],
+            unit(two, "HBM2 weights").state[int(sim::State::buffer)]);
+  // Deeper buffers hide the request latency better, never worse.
+  d.buffers.weight_bytes = 16 * 128 * 256;
+  const auto sixteen = sim::simulate(cfg, d, dev, o);
+  EXPECT_LE(sixteen.cycles, two.cycles);
+}
+
+// Tensor split over 2 cards: after each wo and w2 a ring all-gather moves
+// (cards-1) x tokens x dim / cards bytes out of every card, as the analytical model counts.
+// Pipeline split: one hand-off of tokens x dim bytes between the two stages.
+TEST(SimLowering, SplitsMoveTheAnalyticalModelsLinkVolume) {
+  const auto cfg = preset("stories110m");
+  auto d = u280_design();
+  d.parallel = {2, arch::Split::tensor};
+  sim::Options o;
+  o.context = 64;
+  const auto& dev = hw::find_device("u280");
+  const auto t = sim::simulate(cfg, d, dev, o);
+  EXPECT_EQ(t.cards, 2);
+  EXPECT_EQ(unit(t, "card0.card_link").bytes, 12 * 2 * 1 * (768 / 2));
+  EXPECT_EQ(unit(t, "card1.card_link").bytes, 12 * 2 * 1 * (768 / 2));
+  // Each card streams half of every block matmul.
+  const auto one = sim::simulate(cfg, u280_design(), dev, o);
+  EXPECT_LT(unit(t, "card0.HBM2 weights").bytes, unit(one, "HBM2 weights").bytes * 0.6);
+  d.parallel = {2, arch::Split::pipeline};
+  const auto p = sim::simulate(cfg, d, dev, o);
+  EXPECT_EQ(unit(p, "card0.card_link").bytes, 768);
+  EXPECT_EQ(unit(p, "card1.card_link").bytes, 0);
+}
+
+// The command line: tables, --json, the trace in the Trace Event Format, and bad input.
+TEST(SimCli, TraceIsValidTraceEventFormat) {
+  const auto dir = testing_support::scratch_dir("sim-cli");
+  arch::save(u280_design(), dir + "/d.json");
+  auto res = testing_support::run_fpgallm("simulate stories15m --design " + dir + "/d.json --context 40 --trace " + dir +
+                                          "/t.json --json");
+  ASSERT_EQ(res.status, 0) << res.err;
+  const json report = json::parse(res.out);
+  EXPECT_EQ(report.at("stage"), "decode");
+  EXPECT_GT(report.at("cycles").get<double>(), 0);
+  EXPECT_FALSE(report.at("units").empty());
+  const json trace = json::parse(testing_support::read_bytes(dir + "/t.json"));
+  ASSERT_TRUE(trace.at("traceEvents").is_array());
+  std::map<std::pair<int, int>, std::string> thread_names;
+  std::map<int, std::string> process_names;
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string ph = e.at("ph");
+    ASSERT_TRUE(ph == "X" || ph == "M") << e.dump();
+    const int pid = e.at("pid"), tid = e.at("tid");
+    if (ph == "M") {
+      if (e.at("name") == "thread_name") thread_names[{pid, tid}] = e.at("args").at("name");
+      if (e.at("name") == "process_name") process_names[pid] = e.at("args").at("name");
+      continue;
+    }
+    ASSERT_TRUE(e.at("name").is_string());
+    const double ts = e.at("ts"), dur = e.at("dur");
+    EXPECT_GE(ts, 0);
+    EXPECT_GT(dur, 0);
+    tracks[{pid, tid}].push_back({ts, ts + dur});
+  }
+  EXPECT_TRUE(process_names.count(0));
+  EXPECT_GE(tracks.size(), 4u);  // controller, matrix, vector, weight channels at least
+  for (auto& [track, spans] : tracks) {
+    EXPECT_TRUE(thread_names.count(track)) << "track without thread_name: " << track.first << "/" << track.second;
+    std::sort(spans.begin(), spans.end());
+    for (std::size_t i = 1; i < spans.size(); ++i)
+      EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-6) << "overlapping events on " << thread_names[track];
+  }
+  // The last event ends when the run ends.
+  double end = 0;
+  for (auto& [track, spans] : tracks) end = std::max(end, spans.back().second);
+  EXPECT_NEAR(end, report["seconds"].get<double>() * 1e6, 1e-3);
+
+  // Human-readable output names the stall table's columns.
+  res = testing_support::run_fpgallm("simulate stories15m --design " + dir + "/d.json --phase prefill --prompt 16");
+  ASSERT_EQ(res.status, 0) << res.err;
+  EXPECT_NE(res.out.find("busy"), std::string::npos);
+  EXPECT_NE(res.out.find("critical resource"), std::string::npos);
+}
+
+TEST(SimCli, BadInputIsOneLineAndExitStatus2) {
+  const auto dir = testing_support::scratch_dir("sim-bad");
+  arch::save(u280_design(), dir + "/d.json");
+  auto res = testing_support::run_fpgallm("simulate stories15m --design " + dir + "/d.json --context 100000");
+  EXPECT_EQ(res.status, 2);
+  EXPECT_NE(res.err.find("--context"), std::string::npos);
+  auto d = u280_design();
+  d.device = "no-such-card";
+  arch::save(d, dir + "/e.json");
+  res = testing_support::run_fpgallm("simulate stories15m --design " + dir + "/e.json --trace " + dir + "/t.json");
+  EXPECT_EQ(res.status, 2);
+  EXPECT_NE(res.err.find("no-such-card"), std::string::npos);
+  EXPECT_FALSE(std::ifstream(dir + "/t.json").good());  // no partial output
+  res = testing_support::run_fpgallm("simulate stories15m --design " + dir + "/missing.json");
+  EXPECT_EQ(res.status, 2);
+}
+
+}  // namespace
