@@ -1,0 +1,243 @@
+#pragma once
+// Attention over a KV cache in off-chip memory, for one decode step (one query token) or a
+// prefill block (several query tokens, causal), with streaming ("online") softmax: keys
+// and values are read in blocks of KV_BLOCK positions, each block once per step whatever
+// the number of queries, and every query keeps a running maximum m, denominator l and
+// weighted sum acc, rescaled by exp(m_old - m_new) when the maximum grows. On-chip
+// storage is one block plus the per-query state, so the context is not bounded by
+// on-chip memory.
+//
+// A query at position p sees keys 0..p split into the same blocks in a prefill block as
+// in a decode step, so prefill and decode give identical bits.
+//
+// KV cache element formats (design kv_bits): 32 = fp32; 16 = IEEE binary16; 8 = int8 codes
+// with one fp32 scale per (position, kv head) for k and for v (docs/quantization.md 5).
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/matrix_unit.hpp"
+#include "kernels/numerics.hpp"
+#include "kernels/vector_unit.hpp"
+
+namespace kernels {
+
+// binary32 -> binary16, round to nearest even (overflow to infinity, subnormals kept).
+inline std::uint16_t float_to_half(float f) {
+  const u32 x = float_to_bits(f);
+  const u32 sign = (x >> 16) & 0x8000u;
+  const u32 e = (x >> 23) & 0xffu;
+  u32 m = x & 0x7fffffu;
+  if (e == 255) return static_cast<std::uint16_t>(sign | 0x7c00u | (m ? 0x200u : 0u));
+  const int exp = static_cast<int>(e) - 112;  // re-biased for binary16
+  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<std::uint16_t>(sign);
+    m |= 0x800000u;
+    const int shift = 14 - exp;
+    u32 hm = m >> shift;
+    const u32 rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (hm & 1u))) ++hm;
+    return static_cast<std::uint16_t>(sign | hm);
+  }
+  u32 h = sign | (static_cast<u32>(exp) << 10) | (m >> 13);
+  const u32 rem = m & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry rounds up the exponent
+  return static_cast<std::uint16_t>(h);
+}
+
+template <int KV_BITS>
+struct KvElement;
+template <>
+struct KvElement<32> {
+  using type = float;
+};
+template <>
+struct KvElement<16> {
+  using type = std::uint16_t;
+};
+template <>
+struct KvElement<8> {
+  using type = i8;
+};
+
+// One layer's cache in memory: k, v [position][kv_dim]; k_scale, v_scale [position][kv_heads]
+// (int8 only).
+template <int KV_BITS>
+struct KvCache {
+  using elem = typename KvElement<KV_BITS>::type;
+  elem* k;
+  elem* v;
+  float* k_scale;
+  float* v_scale;
+  int kv_dim;
+  int kv_heads;
+};
+
+// Compile-time shape of the attention unit.
+//   VCFG         the vector unit it runs on (lanes, exp table, max_dim >= head_dim)
+//   MAX_HEAD_DIM longest head vector
+//   KV_BLOCK     key/value positions read per block
+//   MAX_QUERIES  query tokens per step (1 for decode, the prefill block otherwise)
+//   MAX_CONTEXT  longest context (loop bound)
+//   MAX_HEADS    most query heads
+template <class VCFG, int MAX_HEAD_DIM, int KV_BLOCK, int MAX_QUERIES, int MAX_CONTEXT, int MAX_HEADS>
+struct AttentionConfig {
+  using vector_unit = VCFG;
+  static constexpr int max_head_dim = MAX_HEAD_DIM;
+  static constexpr int kv_block = KV_BLOCK;
+  static constexpr int max_queries = MAX_QUERIES;
+  static constexpr int max_context = MAX_CONTEXT;
+  static constexpr int max_heads = MAX_HEADS;
+  static constexpr int max_blocks = (MAX_CONTEXT + KV_BLOCK - 1) / KV_BLOCK;
+  static_assert(VCFG::max_dim >= MAX_HEAD_DIM, "the vector unit must hold a head vector");
+  static_assert(MAX_HEAD_DIM % 2 == 0, "rotary pairs need an even head size");
+  static_assert(KV_BLOCK >= 1 && MAX_QUERIES >= 1 && MAX_HEADS >= 1, "positive sizes");
+};
+
+// Writes key and value of `tokens` new positions (starting at pos0) into the cache:
+// k_new, v_new [tokens][kv_dim] in fp32, converted to the cache's element format.
+template <class ACFG, int KV_BITS>
+void kv_store(KvCache<KV_BITS> cache, const float* k_new, const float* v_new, int tokens, int pos0, int head_dim) {
+#pragma HLS INTERFACE m_axi port=cache.k bundle=gmem_kv offset=slave
+#pragma HLS INTERFACE m_axi port=cache.v bundle=gmem_kv offset=slave
+  using VCFG = typename ACFG::vector_unit;
+  for (int t = 0; t < ACFG::max_queries; ++t) {
+    if (t >= tokens) break;
+    const long row = static_cast<long>(pos0 + t) * cache.kv_dim;
+    for (int h = 0; h < ACFG::max_heads; ++h) {
+      if (h >= cache.kv_heads) break;
+      const float* ks = k_new + static_cast<long>(t) * cache.kv_dim + h * head_dim;
+      const float* vs = v_new + static_cast<long>(t) * cache.kv_dim + h * head_dim;
+      auto* kd = cache.k + row + h * head_dim;
+      auto* vd = cache.v + row + h * head_dim;
+      if constexpr (KV_BITS == 8) {
+        const long srow = static_cast<long>(pos0 + t) * cache.kv_heads + h;
+        cache.k_scale[srow] = quantize_dynamic<VCFG>(kd, ks, head_dim);
+        cache.v_scale[srow] = quantize_dynamic<VCFG>(vd, vs, head_dim);
+      } else {
+        for (int i = 0; i < ACFG::max_head_dim; ++i) {
+#pragma HLS PIPELINE II=1
+          if (i >= head_dim) break;
+          if constexpr (KV_BITS == 16) {
+            kd[i] = float_to_half(ks[i]);
+            vd[i] = float_to_half(vs[i]);
+          } else {
+            kd[i] = ks[i];
+            vd[i] = vs[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+namespace detail {
+
+template <int KV_BITS>
+inline float kv_load(const typename KvElement<KV_BITS>::type* row, const float* scale, int i) {
+  if constexpr (KV_BITS == 8) {
+    return static_cast<float>(row[i]) * scale[0];
+  } else if constexpr (KV_BITS == 16) {
+    return half_to_float(row[i]);
+  } else {
+    return row[i];
+  }
+}
+
+}  // namespace detail
+
+// out[t][h*head_dim + i] = sum_p softmax_p(q_t,h · k_p / sqrt(head_dim)) v_p[i] over the
+// positions p <= pos0 + t, for query heads h in [head_begin, head_end) (grouped-query:
+// head h reads kv head h / (n_heads / kv_heads)). q and out are [tokens][n_heads*head_dim].
+template <class ACFG, int KV_BITS>
+void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, int pos0, int n_heads, int head_dim,
+               int head_begin, int head_end) {
+#pragma HLS INTERFACE m_axi port=cache.k bundle=gmem_kv offset=slave
+#pragma HLS INTERFACE m_axi port=cache.v bundle=gmem_kv offset=slave
+#pragma HLS INTERFACE m_axi port=q bundle=gmem_act offset=slave
+#pragma HLS INTERFACE m_axi port=out bundle=gmem_act offset=slave
+  using VCFG = typename ACFG::vector_unit;
+  constexpr int B = ACFG::kv_block;
+  constexpr int D = ACFG::max_head_dim;
+  constexpr int Q = ACFG::max_queries;
+  float kblk[B][D], vblk[B][D];
+  float m[Q], l[Q], acc[Q][D], s[B];
+#pragma HLS ARRAY_PARTITION variable=kblk dim=2 cyclic factor=VCFG::lanes
+#pragma HLS ARRAY_PARTITION variable=vblk dim=2 cyclic factor=VCFG::lanes
+#pragma HLS ARRAY_PARTITION variable=acc dim=2 cyclic factor=VCFG::lanes
+  const int q_dim = n_heads * head_dim;
+  const int kv_mul = n_heads / cache.kv_heads;
+  const float scale = std::sqrt(static_cast<float>(head_dim));
+  const int last_key = pos0 + tokens - 1;
+  for (int h = 0; h < ACFG::max_heads; ++h) {
+    if (h >= head_end) break;
+    if (h < head_begin) continue;
+    const int kvh = h / kv_mul;
+    for (int t = 0; t < Q; ++t) {
+      m[t] = -INFINITY;
+      l[t] = 0.0f;
+      for (int i = 0; i < D; ++i) acc[t][i] = 0.0f;
+    }
+    for (int b = 0; b < ACFG::max_blocks; ++b) {
+      const int p0 = b * B;
+      if (p0 > last_key) break;
+      // Load stage: one block of keys and values, dequantized to fp32.
+      for (int j = 0; j < B; ++j) {
+        if (p0 + j > last_key) break;
+        const long row = static_cast<long>(p0 + j) * cache.kv_dim + kvh * head_dim;
+        const long srow = static_cast<long>(p0 + j) * cache.kv_heads + kvh;
+        for (int i = 0; i < D; ++i) {
+#pragma HLS PIPELINE II=1
+          if (i >= head_dim) break;
+          kblk[j][i] = detail::kv_load<KV_BITS>(cache.k + row, KV_BITS == 8 ? cache.k_scale + srow : nullptr, i);
+          vblk[j][i] = detail::kv_load<KV_BITS>(cache.v + row, KV_BITS == 8 ? cache.v_scale + srow : nullptr, i);
+        }
+      }
+      // Compute stage: every query of the step against this block.
+      for (int t = 0; t < Q; ++t) {
+        if (t >= tokens) break;
+        const int last = pos0 + t;
+        if (p0 > last) break;
+        const int n = last - p0 + 1 < B ? last - p0 + 1 : B;
+        const float* qt = q + static_cast<long>(t) * q_dim + h * head_dim;
+        float bmax = -INFINITY;
+        for (int j = 0; j < B; ++j) {
+#pragma HLS PIPELINE II=1
+          if (j >= n) break;
+          s[j] = dot<VCFG>(qt, kblk[j], head_dim) / scale;
+          if (s[j] > bmax) bmax = s[j];
+        }
+        const float m_new = bmax > m[t] ? bmax : m[t];
+        const float corr = exp_table<VCFG::exp_table_bits>(m[t] - m_new);
+        l[t] = l[t] * corr;
+        for (int i = 0; i < D; ++i) {
+#pragma HLS UNROLL factor=VCFG::lanes
+          acc[t][i] = acc[t][i] * corr;
+        }
+        for (int j = 0; j < B; ++j) {
+#pragma HLS PIPELINE II=1
+          if (j >= n) break;
+          const float p = exp_table<VCFG::exp_table_bits>(s[j] - m_new);
+          l[t] = l[t] + p;
+          for (int i = 0; i < D; ++i) {
+#pragma HLS UNROLL factor=VCFG::lanes
+            if (i < head_dim) acc[t][i] = acc[t][i] + p * vblk[j][i];
+          }
+        }
+        m[t] = m_new;
+      }
+    }
+    // Store stage.
+    for (int t = 0; t < Q; ++t) {
+      if (t >= tokens) break;
+      float* ot = out + static_cast<long>(t) * q_dim + h * head_dim;
+      for (int i = 0; i < D; ++i) {
+#pragma HLS PIPELINE II=1
+        if (i >= head_dim) break;
+        ot[i] = acc[t][i] / l[t];
+      }
+    }
+  }
+}
+
+}  // namespace kernels

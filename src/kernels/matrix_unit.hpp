@@ -1,0 +1,312 @@
+#pragma once
+// The matrix unit: an R x C array of integer MACs (R = PE output rows in parallel, C = SIMD
+// input columns per row per cycle) computing y[t][r] = sum_c W[r][c] * x[t][c] for T tokens,
+// weights int8 (per-row fp32 scale) or int4 (per-group fp16 scale, unpacked to int8 at the
+// load stage), activations int8, accumulators int32, and the requantization of
+// docs/quantization.md section 4 at its output.
+//
+// The weight matrix is walked in tiles of TILE_ROWS x TILE_COLS (row tile by row tile, the
+// column tiles of one row tile in order). Tile loads are double-buffered: tile i+1 is
+// loaded into one buffer while tile i is multiplied out of the other; the loop below is the
+// software-pipelined form that Vitis schedules as overlapped load and compute (the two
+// buffers are independent, declared so with DEPENDENCE false). A tile beyond the matrix's
+// edge is zero-padded, so every tile step does the same work and integer results do not
+// depend on the tile shape.
+#include "kernels/numerics.hpp"
+
+namespace kernels {
+
+// Compile-time shape of one matrix-unit instance.
+//   PE          output rows computed in parallel (design matrix_unit.rows)
+//   SIMD        input columns consumed per cycle per row (design matrix_unit.cols)
+//   TILE_ROWS   rows of one on-chip weight tile (design tiling.tile_rows), a multiple of PE
+//   TILE_COLS   columns of one weight tile (design tiling.tile_cols), a multiple of SIMD
+//   MAX_TOKENS  activation vectors multiplied per weight tile (1 for decode GEMV)
+//   MAX_ROWS, MAX_COLS  the largest matrix the instance accepts (loop bounds)
+template <int PE, int SIMD, int TILE_ROWS, int TILE_COLS, int MAX_TOKENS, int MAX_ROWS, int MAX_COLS>
+struct MatrixUnitConfig {
+  static constexpr int pe = PE;
+  static constexpr int simd = SIMD;
+  static constexpr int tile_rows = TILE_ROWS;
+  static constexpr int tile_cols = TILE_COLS;
+  static constexpr int max_tokens = MAX_TOKENS;
+  static constexpr int max_rows = MAX_ROWS;
+  static constexpr int max_cols = MAX_COLS;
+  static constexpr int max_row_tiles = (MAX_ROWS + TILE_ROWS - 1) / TILE_ROWS;
+  static constexpr int max_col_tiles = (MAX_COLS + TILE_COLS - 1) / TILE_COLS;
+  static constexpr int max_tiles = max_row_tiles * max_col_tiles;
+  static_assert(PE >= 1 && (PE & (PE - 1)) == 0, "PE: a power of two");
+  static_assert(SIMD >= 1 && (SIMD & (SIMD - 1)) == 0, "SIMD: a power of two");
+  static_assert(TILE_ROWS % PE == 0, "PE must divide the tile rows");
+  static_assert(TILE_COLS % SIMD == 0, "SIMD must divide the tile columns");
+  static_assert(MAX_TOKENS >= 1, "at least one token");
+  // |acc| <= 127 * 127 * cols must fit in int32 (docs/quantization.md section 4).
+  static_assert(MAX_COLS < 133000, "int32 accumulators overflow beyond 133,000 columns");
+};
+
+// binary16 bits -> binary32 (exact, subnormals included).
+inline float half_to_float(std::uint16_t h) {
+  const u32 sign = static_cast<u32>(h >> 15) << 31;
+  const u32 exp = (h >> 10) & 0x1fu;
+  const u32 man = h & 0x3ffu;
+  if (exp == 0) {
+    const float mag = static_cast<float>(man) * 5.9604644775390625e-8f;  // man * 2^-24, exact
+    return sign ? -mag : mag;
+  }
+  if (exp == 31) return bits_to_float(sign | 0x7f800000u | (man << 13));
+  return bits_to_float(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+namespace detail {
+
+// Loads one activation column slab x[t][c0 .. c0+TILE_COLS) (zero beyond cols).
+template <class CFG>
+inline void load_activation_tile(i8 xbuf[CFG::max_tokens][CFG::tile_cols], const i8* x, int tokens, int cols,
+                                 int c0) {
+  for (int t = 0; t < CFG::max_tokens; ++t) {
+    if (t >= tokens) break;
+    for (int c = 0; c < CFG::tile_cols; ++c) {
+#pragma HLS PIPELINE II=1
+      xbuf[t][c] = c0 + c < cols ? x[static_cast<long>(t) * cols + c0 + c] : i8(0);
+    }
+  }
+}
+
+// Loads the int8 weight tile at (r0, c0), zero-padded past the matrix edge.
+template <class CFG>
+inline void load_weight_tile_i8(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const i8* w, int rows, int cols, int r0,
+                                int c0) {
+  for (int r = 0; r < CFG::tile_rows; ++r) {
+    const bool row_in = r0 + r < rows;
+    const i8* src = w + static_cast<long>(r0 + r) * cols + c0;
+    for (int c = 0; c < CFG::tile_cols; ++c) {
+#pragma HLS PIPELINE II=1
+      wbuf[r][c] = row_in && c0 + c < cols ? src[c] : i8(0);
+    }
+  }
+}
+
+// Loads and unpacks the int4 weight tile at (r0, c0): chunk byte b of a 32-column chunk
+// holds column b (low nibble) and b + 16 (high nibble), code = nibble - 8.
+template <class CFG>
+inline void load_weight_tile_i4(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const u8* packed, int rows, int cols,
+                                int r0, int c0) {
+  const int row_bytes = (cols + 31) / 32 * 16;
+  for (int r = 0; r < CFG::tile_rows; ++r) {
+    const bool row_in = r0 + r < rows;
+    const u8* src = packed + static_cast<long>(r0 + r) * row_bytes;
+    for (int c = 0; c < CFG::tile_cols; c += 32) {
+#pragma HLS PIPELINE II=1
+      const int chunk = (c0 + c) / 32;
+      for (int b = 0; b < 16; ++b) {
+#pragma HLS UNROLL
+        const bool in = row_in && c0 + c < cols;
+        const u8 byte = in ? src[chunk * 16 + b] : u8(0x88);
+        wbuf[r][c + b] = static_cast<i8>(static_cast<int>(byte & 0x0f) - 8);
+        wbuf[r][c + b + 16] = static_cast<i8>(static_cast<int>(byte >> 4) - 8);
+      }
+    }
+  }
+}
+
+// acc[t][r] += sum over the tile's columns of wbuf[r][c] * xbuf[t][c]: PE rows x SIMD
+// columns per step, the row fold and column fold flattened into one II=1 pipeline.
+template <class CFG>
+inline void compute_tile_i8(i32 acc[CFG::max_tokens][CFG::tile_rows], const i8 wbuf[CFG::tile_rows][CFG::tile_cols],
+                            const i8 xbuf[CFG::max_tokens][CFG::tile_cols], int tokens, int tile_rows_used,
+                            int tile_cols_used) {
+  for (int t = 0; t < CFG::max_tokens; ++t) {
+    if (t >= tokens) break;
+    for (int rf = 0; rf < CFG::tile_rows; rf += CFG::pe) {
+      if (rf >= tile_rows_used) break;
+      for (int cf = 0; cf < CFG::tile_cols; cf += CFG::simd) {
+#pragma HLS PIPELINE II=1
+        if (cf >= tile_cols_used) break;
+        for (int pe = 0; pe < CFG::pe; ++pe) {
+#pragma HLS UNROLL
+          i32 s = 0;
+          for (int k = 0; k < CFG::simd; ++k) {
+#pragma HLS UNROLL
+            s += static_cast<i32>(wbuf[rf + pe][cf + k]) * static_cast<i32>(xbuf[t][cf + k]);
+          }
+          acc[t][rf + pe] += s;
+        }
+      }
+    }
+  }
+}
+
+// The int4 variant: one int32 accumulator per (token, row, group); at the end of each
+// group (in increasing column order) sum += float(acc) * float(scale) and acc restarts.
+// Requires group % SIMD == 0 and tile column origins that are multiples of the group.
+template <class CFG>
+inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], const i8 wbuf[CFG::tile_rows][CFG::tile_cols],
+                            const i8 xbuf[CFG::max_tokens][CFG::tile_cols], const std::uint16_t* scale,
+                            int groups, int group, int tokens, int r0, int tile_rows_used, int c0, int cols) {
+  for (int t = 0; t < CFG::max_tokens; ++t) {
+    if (t >= tokens) break;
+    for (int rf = 0; rf < CFG::tile_rows; rf += CFG::pe) {
+      if (rf >= tile_rows_used) break;
+      for (int pe = 0; pe < CFG::pe; ++pe) {
+#pragma HLS UNROLL
+        const int r = rf + pe;
+        i32 acc = 0;
+        for (int cf = 0; cf < CFG::tile_cols; cf += CFG::simd) {
+#pragma HLS PIPELINE II=1
+          if (c0 + cf >= cols) break;
+          for (int k = 0; k < CFG::simd; ++k) {
+#pragma HLS UNROLL
+            acc += static_cast<i32>(wbuf[r][cf + k]) * static_cast<i32>(xbuf[t][cf + k]);
+          }
+          const int next = c0 + cf + CFG::simd;
+          if (next % group == 0 || next >= cols) {
+            const int g = (c0 + cf) / group;
+            const float s = half_to_float(scale[static_cast<long>(r0 + r) * groups + g]);
+            sum[t][r] = sum[t][r] + static_cast<float>(acc) * s;
+            acc = 0;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+// W8A8 (docs/quantization.md section 4):
+//   acc[t][r] = sum_c w[r][c] * x[t][c]            (int32, exact)
+//   y[t * y_stride + r] = (float(acc) * w_scale[r]) * x_scale[t]
+// w: int8 [rows][cols]; x: int8 [tokens][cols]; acc_out (optional, may be null): the int32
+// accumulators [tokens][rows] for tests and for static requantization.
+template <class CFG>
+void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_scale, float* y, i32* acc_out,
+                 int tokens, int rows, int cols, int y_stride) {
+#pragma HLS INTERFACE m_axi port=w bundle=gmem_weights offset=slave max_read_burst_length=256
+#pragma HLS INTERFACE m_axi port=w_scale bundle=gmem_weights offset=slave
+#pragma HLS INTERFACE m_axi port=x bundle=gmem_act offset=slave
+#pragma HLS INTERFACE m_axi port=x_scale bundle=gmem_act offset=slave
+#pragma HLS INTERFACE m_axi port=y bundle=gmem_act offset=slave
+#pragma HLS INTERFACE m_axi port=acc_out bundle=gmem_act offset=slave
+#pragma HLS INTERFACE s_axilite port=return
+  i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
+  i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];
+  i32 acc[CFG::max_tokens][CFG::tile_rows];
+#pragma HLS ARRAY_PARTITION variable=wbuf dim=2 cyclic factor=CFG::pe
+#pragma HLS ARRAY_PARTITION variable=wbuf dim=3 cyclic factor=CFG::simd
+#pragma HLS ARRAY_PARTITION variable=xbuf dim=3 cyclic factor=CFG::simd
+#pragma HLS ARRAY_PARTITION variable=acc dim=2 cyclic factor=CFG::pe
+#pragma HLS DEPENDENCE variable=wbuf inter false
+  const int row_tiles = (rows + CFG::tile_rows - 1) / CFG::tile_rows;
+  const int col_tiles = (cols + CFG::tile_cols - 1) / CFG::tile_cols;
+  const int tiles = row_tiles * col_tiles;
+  detail::load_weight_tile_i8<CFG>(wbuf[0], w, rows, cols, 0, 0);
+  detail::load_activation_tile<CFG>(xbuf[0], x, tokens, cols, 0);
+  for (int i = 0; i < CFG::max_tiles; ++i) {
+    if (i >= tiles) break;
+    const int rt = i / col_tiles, ct = i % col_tiles;
+    const int r0 = rt * CFG::tile_rows, c0 = ct * CFG::tile_cols;
+    if (i + 1 < tiles) {  // load stage of the next tile, overlapped with this tile's compute
+      const int nr0 = (i + 1) / col_tiles * CFG::tile_rows, nc0 = (i + 1) % col_tiles * CFG::tile_cols;
+      detail::load_weight_tile_i8<CFG>(wbuf[(i + 1) & 1], w, rows, cols, nr0, nc0);
+      detail::load_activation_tile<CFG>(xbuf[(i + 1) & 1], x, tokens, cols, nc0);
+    }
+    if (ct == 0) {
+      for (int t = 0; t < CFG::max_tokens; ++t)
+        for (int r = 0; r < CFG::tile_rows; ++r) {
+#pragma HLS UNROLL factor=CFG::pe
+          acc[t][r] = 0;
+        }
+    }
+    const int rows_used = rows - r0 < CFG::tile_rows ? rows - r0 : CFG::tile_rows;
+    const int cols_used = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;
+    detail::compute_tile_i8<CFG>(acc, wbuf[i & 1], xbuf[i & 1], tokens, rows_used, cols_used);
+    if (ct == col_tiles - 1) {  // store stage: requantize the finished row tile
+      for (int t = 0; t < CFG::max_tokens; ++t) {
+        if (t >= tokens) break;
+        for (int r = 0; r < CFG::tile_rows; ++r) {
+#pragma HLS PIPELINE II=1
+          if (r >= rows_used) break;
+          y[static_cast<long>(t) * y_stride + r0 + r] =
+              (static_cast<float>(acc[t][r]) * w_scale[r0 + r]) * x_scale[t];
+          if (acc_out) acc_out[static_cast<long>(t) * y_stride + r0 + r] = acc[t][r];
+        }
+      }
+    }
+  }
+}
+
+// W4A8 (docs/quantization.md section 4): per row, groups in increasing order,
+//   sum = sum + float(acc_group) * float(scale[r][g]);  y = sum * x_scale[t].
+// Needs TILE_COLS a multiple of the group and the group a multiple of SIMD (arch::Design
+// enforces both for int4 designs).
+template <class CFG>
+void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, const i8* x, const float* x_scale,
+                 float* y, int tokens, int rows, int cols, int y_stride) {
+#pragma HLS INTERFACE m_axi port=packed bundle=gmem_weights offset=slave max_read_burst_length=256
+#pragma HLS INTERFACE m_axi port=w_scale bundle=gmem_weights offset=slave
+#pragma HLS INTERFACE m_axi port=x bundle=gmem_act offset=slave
+#pragma HLS INTERFACE m_axi port=x_scale bundle=gmem_act offset=slave
+#pragma HLS INTERFACE m_axi port=y bundle=gmem_act offset=slave
+#pragma HLS INTERFACE s_axilite port=return
+  static_assert(CFG::tile_cols % 32 == 0, "int4 tiles hold whole 32-column chunks");
+  i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
+  i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];
+  float sum[CFG::max_tokens][CFG::tile_rows];
+#pragma HLS ARRAY_PARTITION variable=wbuf dim=2 cyclic factor=CFG::pe
+#pragma HLS ARRAY_PARTITION variable=wbuf dim=3 cyclic factor=CFG::simd
+#pragma HLS ARRAY_PARTITION variable=xbuf dim=3 cyclic factor=CFG::simd
+#pragma HLS ARRAY_PARTITION variable=sum dim=2 cyclic factor=CFG::pe
+#pragma HLS DEPENDENCE variable=wbuf inter false
+  const int groups = (cols + group - 1) / group;
+  const int row_tiles = (rows + CFG::tile_rows - 1) / CFG::tile_rows;
+  const int col_tiles = (cols + CFG::tile_cols - 1) / CFG::tile_cols;
+  const int tiles = row_tiles * col_tiles;
+  detail::load_weight_tile_i4<CFG>(wbuf[0], packed, rows, cols, 0, 0);
+  detail::load_activation_tile<CFG>(xbuf[0], x, tokens, cols, 0);
+  for (int i = 0; i < CFG::max_tiles; ++i) {
+    if (i >= tiles) break;
+    const int rt = i / col_tiles, ct = i % col_tiles;
+    const int r0 = rt * CFG::tile_rows, c0 = ct * CFG::tile_cols;
+    if (i + 1 < tiles) {
+      const int nr0 = (i + 1) / col_tiles * CFG::tile_rows, nc0 = (i + 1) % col_tiles * CFG::tile_cols;
+      detail::load_weight_tile_i4<CFG>(wbuf[(i + 1) & 1], packed, rows, cols, nr0, nc0);
+      detail::load_activation_tile<CFG>(xbuf[(i + 1) & 1], x, tokens, cols, nc0);
+    }
+    if (ct == 0) {
+      for (int t = 0; t < CFG::max_tokens; ++t)
+        for (int r = 0; r < CFG::tile_rows; ++r) {
+#pragma HLS UNROLL factor=CFG::pe
+          sum[t][r] = 0.0f;
+        }
+    }
+    const int rows_used = rows - r0 < CFG::tile_rows ? rows - r0 : CFG::tile_rows;
+    detail::compute_tile_i4<CFG>(sum, wbuf[i & 1], xbuf[i & 1], w_scale, groups, group, tokens, r0, rows_used, c0,
+                                 cols);
+    if (ct == col_tiles - 1) {
+      for (int t = 0; t < CFG::max_tokens; ++t) {
+        if (t >= tokens) break;
+        for (int r = 0; r < CFG::tile_rows; ++r) {
+#pragma HLS PIPELINE II=1
+          if (r >= rows_used) break;
+          y[static_cast<long>(t) * y_stride + r0 + r] = sum[t][r] * x_scale[t];
+        }
+      }
+    }
+  }
+}
+
+// Static requantization of int32 accumulators straight to int8 codes for a consumer with
+// a fixed input scale s_out: q = sat(rne(((float(acc) * s_w) * s_x) * (1 / s_out)), 127),
+// i.e. the quantizer of section 1 applied to the W8A8 output value.
+template <int MAX_N>
+void requantize_i8(i8* q, const i32* acc, const float* w_scale, float x_scale, float out_scale, int n) {
+  const float inv = out_scale == 0.0f ? 0.0f : 1.0f / out_scale;
+  for (int i = 0; i < MAX_N; ++i) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    const float v = (static_cast<float>(acc[i]) * w_scale[i]) * x_scale;
+    q[i] = out_scale == 0.0f ? i8(0) : saturate_round_i8(v * inv);
+  }
+}
+
+}  // namespace kernels

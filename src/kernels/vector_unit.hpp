@@ -1,0 +1,297 @@
+#pragma once
+// The vector unit: LANES elements per cycle through norms, activation quantization,
+// softmax, SiLU/GELU, RoPE, residual adds and argmax, in binary32 (see numerics.hpp).
+//
+// Reductions (sums) are formed the way the hardware forms them: lane l accumulates the
+// elements l, l+LANES, l+2*LANES, ... in order, then the LANES partial sums are combined
+// by a binary tree (pairs (0, LANES/2), (1, LANES/2+1), ..., halving each level). The
+// result therefore depends on LANES, within the bound docs/accelerator.md states and
+// tests/kernels asserts. Maxima and argmax do not depend on LANES.
+#include <cmath>
+
+#include "kernels/numerics.hpp"
+
+namespace kernels {
+
+// The vector unit's compile-time shape (hls4ml-style config: a struct of constants).
+//   LANES           elements processed per cycle (array partition factor)
+//   EXP_TABLE_BITS  address bits of the exp ROM (numerics.hpp)
+//   MAX_DIM         the longest vector the unit handles (loop bound; run-time n <= MAX_DIM)
+template <int LANES, int EXP_TABLE_BITS, int MAX_DIM>
+struct VectorUnitConfig {
+  static constexpr int lanes = LANES;
+  static constexpr int exp_table_bits = EXP_TABLE_BITS;
+  static constexpr int max_dim = MAX_DIM;
+  static_assert(LANES >= 1 && LANES <= 256 && (LANES & (LANES - 1)) == 0, "lanes: a power of two in 1..256");
+  static_assert(MAX_DIM % LANES == 0, "max_dim must be a multiple of the lanes");
+  static_assert(EXP_TABLE_BITS >= 4 && EXP_TABLE_BITS <= 12, "exp table address bits in 4..12");
+};
+
+// Combines the lane partial sums by a binary tree (in place; result in acc[0]).
+template <int LANES>
+inline float tree_sum(float acc[LANES]) {
+  for (int width = LANES / 2; width > 0; width /= 2) {
+#pragma HLS UNROLL
+    for (int l = 0; l < LANES / 2; ++l) {
+#pragma HLS UNROLL
+      if (l < width) acc[l] = acc[l] + acc[l + width];
+    }
+  }
+  return acc[0];
+}
+
+// sum_i a[i] * b[i], lane-partitioned.
+template <class CFG>
+inline float dot(const float* a, const float* b, int n) {
+  float acc[CFG::lanes];
+#pragma HLS ARRAY_PARTITION variable=acc complete
+  for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) acc[l] = acc[l] + a[i + l] * b[i + l];
+    }
+  }
+  return tree_sum<CFG::lanes>(acc);
+}
+
+// sum_i (x[i] - shift)^2, lane-partitioned (shift = 0 for RMSNorm).
+template <class CFG>
+inline float sum_squares(const float* x, float shift, int n) {
+  float acc[CFG::lanes];
+#pragma HLS ARRAY_PARTITION variable=acc complete
+  for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) {
+        const float d = x[i + l] - shift;
+        acc[l] = acc[l] + d * d;
+      }
+    }
+  }
+  return tree_sum<CFG::lanes>(acc);
+}
+
+// sum_i x[i], lane-partitioned.
+template <class CFG>
+inline float lane_sum(const float* x, int n) {
+  float acc[CFG::lanes];
+#pragma HLS ARRAY_PARTITION variable=acc complete
+  for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) acc[l] = acc[l] + x[i + l];
+    }
+  }
+  return tree_sum<CFG::lanes>(acc);
+}
+
+// max_i |x[i]| (exact; independent of LANES).
+template <class CFG>
+inline float max_abs(const float* x, int n) {
+  float acc[CFG::lanes];
+#pragma HLS ARRAY_PARTITION variable=acc complete
+  for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) {
+        const float a = std::fabs(x[i + l]);
+        if (a > acc[l]) acc[l] = a;
+      }
+    }
+  }
+  float m = 0.0f;
+  for (int l = 0; l < CFG::lanes; ++l)
+    if (acc[l] > m) m = acc[l];
+  return m;
+}
+
+// RMSNorm: out[i] = gain[i] * (x[i] * (1 / sqrt(sum(x^2) / n + eps))). out may alias x.
+template <class CFG>
+inline void rmsnorm(float* out, const float* x, const float* gain, int n, float eps) {
+  float ss = sum_squares<CFG>(x, 0.0f, n);
+  ss = ss / static_cast<float>(n);
+  ss = ss + eps;
+  const float inv = 1.0f / std::sqrt(ss);
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) out[i + l] = gain[i + l] * (inv * x[i + l]);
+    }
+  }
+}
+
+// LayerNorm: out[i] = (x[i] - mean) * (1 / sqrt(var + eps)) * gain[i] + bias[i], with the
+// biased variance sum((x - mean)^2) / n (two passes over x). out may alias x.
+template <class CFG>
+inline void layernorm(float* out, const float* x, const float* gain, const float* bias, int n, float eps) {
+  const float mean = lane_sum<CFG>(x, n) / static_cast<float>(n);
+  const float var = sum_squares<CFG>(x, mean, n) / static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) out[i + l] = (x[i + l] - mean) * inv * gain[i + l] + bias[i + l];
+    }
+  }
+}
+
+// int8 codes of x with a given scale (docs/quantization.md section 1):
+// q = sat(rne(x * (1 / scale)), 127), all zero when scale == 0.
+template <class CFG>
+inline void quantize_static(i8* q, const float* x, float scale, int n) {
+  const float inv = scale == 0.0f ? 0.0f : 1.0f / scale;
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) q[i + l] = scale == 0.0f ? i8(0) : saturate_round_i8(x[i + l] * inv);
+    }
+  }
+}
+
+// Dynamic per-token int8 (section 3.1): scale = max|x| / 127; returns the scale.
+template <class CFG>
+inline float quantize_dynamic(i8* q, const float* x, int n) {
+  const float scale = max_abs<CFG>(x, n) / 127.0f;
+  quantize_static<CFG>(q, x, scale, n);
+  return scale;
+}
+
+// x[i] += y[i]
+template <class CFG>
+inline void residual_add(float* x, const float* y, int n) {
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) x[i + l] = x[i + l] + y[i + l];
+    }
+  }
+}
+
+// SwiGLU: gate[i] = (gate[i] * (1 / (1 + exp(-gate[i])))) * up[i]
+template <class CFG>
+inline void swiglu(float* gate, const float* up, int n) {
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) {
+        float v = gate[i + l];
+        v = v * (1.0f / (1.0f + exp_table<CFG::exp_table_bits>(-v)));
+        gate[i + l] = v * up[i + l];
+      }
+    }
+  }
+}
+
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with
+// tanh(u) = 1 - 2 / (exp(2u) + 1) on the table exp.
+template <class CFG>
+inline void gelu(float* x, int n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n) {
+        const float v = x[i + l];
+        const float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+        const float t = 1.0f - 2.0f / (exp_table<CFG::exp_table_bits>(2.0f * u) + 1.0f);
+        x[i + l] = 0.5f * v * (1.0f + t);
+      }
+    }
+  }
+}
+
+// Rotary embedding of one vector of `n` elements (pairs (2j, 2j+1)), by the cos/sin of
+// its position: cos_sin[2j] = cos(pos * f_j), cos_sin[2j+1] = sin(pos * f_j), a table the
+// host computes once per position and the unit reads from memory (no trigonometry on chip).
+template <class CFG>
+inline void rope(float* vec, const float* cos_sin, int n) {
+  for (int i = 0; i < CFG::max_dim; i += 2) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    const float fcr = cos_sin[i], fci = cos_sin[i + 1];
+    const float v0 = vec[i], v1 = vec[i + 1];
+    vec[i] = v0 * fcr - v1 * fci;
+    vec[i + 1] = v0 * fci + v1 * fcr;
+  }
+}
+
+// Softmax in place: exp(x - max) / sum, with the table exp and the lane sum.
+template <class CFG>
+inline void softmax(float* x, int n) {
+  float m = x[0];
+  for (int i = 1; i < CFG::max_dim; ++i) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    if (x[i] > m) m = x[i];
+  }
+  for (int i = 0; i < CFG::max_dim; ++i) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    x[i] = exp_table<CFG::exp_table_bits>(x[i] - m);
+  }
+  const float s = lane_sum<CFG>(x, n);
+  for (int i = 0; i < CFG::max_dim; ++i) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    x[i] = x[i] / s;
+  }
+}
+
+// Index of the largest element; the lowest index among equal maxima (as a sequential scan
+// with '>' finds it), whatever LANES is.
+template <class CFG>
+inline int argmax(const float* x, int n) {
+  float best[CFG::lanes];
+  int where[CFG::lanes];
+#pragma HLS ARRAY_PARTITION variable=best complete
+#pragma HLS ARRAY_PARTITION variable=where complete
+  for (int l = 0; l < CFG::lanes; ++l) {
+    best[l] = x[0];
+    where[l] = 0;
+  }
+  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+      if (i + l < n && x[i + l] > best[l]) {
+        best[l] = x[i + l];
+        where[l] = i + l;
+      }
+    }
+  }
+  float b = best[0];
+  int w = where[0];
+  for (int l = 1; l < CFG::lanes; ++l)
+    if (best[l] > b || (best[l] == b && where[l] < w)) {
+      b = best[l];
+      w = where[l];
+    }
+  return w;
+}
+
+}  // namespace kernels

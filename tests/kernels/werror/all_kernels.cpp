@@ -1,0 +1,39 @@
+// Instantiates every kernel template with a representative shape so that the compiler
+// sees all of src/kernels under -Wall -Wextra -Werror -pedantic.
+#include "kernels/attention.hpp"
+#include "kernels/matrix_unit.hpp"
+#include "kernels/numerics.hpp"
+#include "kernels/vector_unit.hpp"
+
+namespace {
+using V = kernels::VectorUnitConfig<16, 8, 4096>;
+using M = kernels::MatrixUnitConfig<32, 32, 128, 256, 4, 4096, 4096>;
+using A = kernels::AttentionConfig<V, 128, 64, 4, 1024, 64>;
+}  // namespace
+
+void fpgallm_kernels_instantiate_all(float* x, const float* g, kernels::i8* q, const kernels::i8* w, const float* ws,
+                                     float* y, kernels::i32* acc, const kernels::u8* p, const std::uint16_t* s4,
+                                     kernels::KvCache<8> c8, kernels::KvCache<16> c16, kernels::KvCache<32> c32);
+void fpgallm_kernels_instantiate_all(float* x, const float* g, kernels::i8* q, const kernels::i8* w, const float* ws,
+                                     float* y, kernels::i32* acc, const kernels::u8* p, const std::uint16_t* s4,
+                                     kernels::KvCache<8> c8, kernels::KvCache<16> c16, kernels::KvCache<32> c32) {
+  kernels::rmsnorm<V>(x, x, g, 100, 1e-5f);
+  kernels::layernorm<V>(x, x, g, g, 100, 1e-5f);
+  float sx = kernels::quantize_dynamic<V>(q, x, 100);
+  kernels::quantize_static<V>(q, x, 0.5f, 100);
+  kernels::softmax<V>(x, 100);
+  kernels::swiglu<V>(x, g, 100);
+  kernels::gelu<V>(x, 100);
+  kernels::rope<V>(x, g, 100);
+  kernels::residual_add<V>(x, g, 100);
+  x[0] = static_cast<float>(kernels::argmax<V>(x, 100));
+  kernels::matmul_w8a8<M>(w, ws, q, &sx, y, acc, 1, 100, 100, 100);
+  kernels::matmul_w4a8<M>(p, s4, 32, q, &sx, y, 1, 100, 100, 100);
+  kernels::requantize_i8<4096>(q, acc, ws, sx, 0.25f, 100);
+  kernels::kv_store<A, 8>(c8, x, x, 1, 0, 8);
+  kernels::attention<A, 8>(y, x, c8, 1, 0, 8, 8, 0, 8);
+  kernels::kv_store<A, 16>(c16, x, x, 1, 0, 8);
+  kernels::attention<A, 16>(y, x, c16, 1, 0, 8, 8, 0, 8);
+  kernels::kv_store<A, 32>(c32, x, x, 1, 0, 8);
+  kernels::attention<A, 32>(y, x, c32, 1, 0, 8, 8, 0, 8);
+}
