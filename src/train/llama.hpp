@@ -1,0 +1,50 @@
+#pragma once
+// Batched forward and backward pass of a Llama-family model (RMSNorm, RoPE on interleaved
+// pairs, causal grouped-query attention, SwiGLU, shared or separate classifier) over B
+// sequences of L tokens, with next-token cross-entropy. Every matrix product goes through
+// a Matmul<T>. Same arithmetic as engine::Transformer (llama2.c order), but batched and
+// keeping the activations the backward pass needs.
+#include <vector>
+
+#include "model/config.hpp"
+#include "train/matmul.hpp"
+#include "train/params.hpp"
+
+namespace train {
+
+// B sequences of L+1 tokens each: positions 0..L-1 are inputs, 1..L are their targets.
+struct Batch {
+  int batch = 0;
+  int seq = 0;
+  std::vector<int> tokens;  // [batch][seq + 1]
+};
+
+template <typename T>
+class Llama {
+ public:
+  explicit Llama(const model::Config& c);
+
+  // Mean cross-entropy (nats per predicted token) of the batch.
+  double loss(const Params<T>& p, const Batch& b, Matmul<T>& mm);
+  // As loss, and writes d loss / d parameter into grad (same shapes as p; overwritten).
+  double loss_and_grad(const Params<T>& p, const Batch& b, Matmul<T>& mm, Params<T>& grad);
+  // Logits [batch*seq][vocab] of the last forward call.
+  const std::vector<T>& logits() const { return logits_; }
+
+ private:
+  struct LayerActs {
+    std::vector<T> x_in, r1, xn1, q, k, v, probs, att, x_mid, r2, xn2, h1, h3, hg;
+  };
+  double forward(const Params<T>& p, const Batch& b, Matmul<T>& mm);
+  void backward(const Params<T>& p, const Batch& b, Matmul<T>& mm, Params<T>& grad);
+  void resize(int batch, int seq);
+  void rope_tables(int seq);
+
+  model::Config c_;
+  int B_ = 0, L_ = 0;
+  std::vector<T> cos_, sin_;  // [seq][head_dim/2]
+  std::vector<LayerActs> acts_;
+  std::vector<T> x_final_, rf_, xnf_, logits_, probs_;
+};
+
+}  // namespace train

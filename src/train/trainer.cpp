@@ -1,0 +1,117 @@
+#include "train/trainer.hpp"
+
+#include <chrono>
+
+#include "engine/perplexity.hpp"
+#include "util/error.hpp"
+
+namespace train {
+
+std::uint64_t Rng::next() {
+  std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+TextData split_text(const model::Tokenizer& tok, const std::string& text, int seq, const std::string& source) {
+  const auto stories = engine::split_stories(text);
+  if (stories.size() < 2) throw fpgallm::InputError(source, "needs at least two stories (one per line) to hold one out");
+  const std::size_t n_train = (stories.size() + 1) / 2;
+  TextData d;
+  d.train_stories = n_train;
+  d.heldout_stories = stories.size() - n_train;
+  for (std::size_t i = 0; i < stories.size(); ++i) {
+    auto ids = tok.encode(stories[i], true, false);
+    auto& dst = i < n_train ? d.train : d.heldout;
+    dst.insert(dst.end(), ids.begin(), ids.end());
+  }
+  const std::size_t need = static_cast<std::size_t>(seq) + 1;
+  if (d.train.size() < need || d.heldout.size() < need)
+    throw fpgallm::InputError(source, "each half of the stories must hold at least seq + 1 = " + std::to_string(need) +
+                                          " tokens (train " + std::to_string(d.train.size()) + ", held-out " +
+                                          std::to_string(d.heldout.size()) + ")");
+  return d;
+}
+
+Batch sample_batch(const std::vector<int>& stream, int batch, int seq, Rng& rng) {
+  Batch b{batch, seq, {}};
+  b.tokens.reserve(static_cast<std::size_t>(batch) * (seq + 1));
+  const std::size_t starts = stream.size() - static_cast<std::size_t>(seq);  // stream.size() >= seq + 1
+  for (int s = 0; s < batch; ++s) {
+    const std::size_t at = rng.below(starts);
+    b.tokens.insert(b.tokens.end(), stream.begin() + static_cast<std::ptrdiff_t>(at),
+                    stream.begin() + static_cast<std::ptrdiff_t>(at + seq + 1));
+  }
+  return b;
+}
+
+std::vector<Batch> window_batches(const std::vector<int>& stream, int batch, int seq) {
+  std::vector<Batch> out;
+  Batch cur{0, seq, {}};
+  for (std::size_t at = 0; at + seq + 1 <= stream.size(); at += static_cast<std::size_t>(seq)) {
+    cur.tokens.insert(cur.tokens.end(), stream.begin() + static_cast<std::ptrdiff_t>(at),
+                      stream.begin() + static_cast<std::ptrdiff_t>(at + seq + 1));
+    if (++cur.batch == batch) {
+      out.push_back(std::move(cur));
+      cur = Batch{0, seq, {}};
+    }
+  }
+  if (cur.batch > 0) out.push_back(std::move(cur));
+  return out;
+}
+
+double heldout_loss(Llama<float>& net, const Params<float>& p, const std::vector<Batch>& windows) {
+  RefMatmul<float> mm;
+  double sum = 0;
+  std::size_t n = 0;
+  for (const auto& b : windows) {
+    sum += net.loss(p, b, mm) * b.batch;
+    n += static_cast<std::size_t>(b.batch);
+  }
+  return n ? sum / static_cast<double>(n) : 0.0;
+}
+
+TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions& o,
+                      const std::function<void(const CurvePoint&)>& on_point,
+                      const std::function<void(int, int)>& on_step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Params<float> p = from_weights<float>(m.weights);
+  Params<float> grad = zeros_like(p);
+  AdamW<float> opt(p, o.adamw);
+  Llama<float> net(m.config), eval_net(m.config);
+  auto mm = make_matmul(o.backend);
+  const auto windows = window_batches(data.heldout, o.batch, o.seq);
+  Rng rng(o.seed);
+
+  TrainResult r;
+  for (const auto& w : windows) r.heldout_tokens += static_cast<std::size_t>(w.batch) * w.seq;
+  CurvePoint first;
+  first.heldout_loss = heldout_loss(eval_net, p, windows);
+  first.train_loss = heldout_loss(eval_net, p, {sample_batch(data.train, o.batch, o.seq, rng)});
+  r.curve.push_back(first);
+  if (on_point) on_point(first);
+
+  double since_sum = 0;
+  int since_n = 0;
+  double last_norm = 0;
+  for (int step = 1; step <= o.steps; ++step) {
+    const Batch b = sample_batch(data.train, o.batch, o.seq, rng);
+    since_sum += net.loss_and_grad(p, b, *mm, grad);
+    ++since_n;
+    last_norm = opt.step(p, grad);
+    if (on_step) on_step(step, o.steps);
+    if (step % o.eval_every == 0 || step == o.steps) {
+      CurvePoint pt{step, since_sum / since_n, heldout_loss(eval_net, p, windows), last_norm};
+      since_sum = 0, since_n = 0;
+      r.curve.push_back(pt);
+      if (on_point) on_point(pt);
+    }
+  }
+  to_weights(p, m.weights);
+  r.macs = mm->macs();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace train

@@ -1,0 +1,79 @@
+#pragma once
+// Fine-tuning (or training from synth weights) on a text file: stories split in two halves
+// (train on the first, held-out loss on the second), random windows of the training
+// stream, AdamW on fp32 master weights, the chosen matrix-product backend.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+#include "train/llama.hpp"
+#include "train/matmul.hpp"
+#include "train/optimizer.hpp"
+
+namespace train {
+
+struct TextData {
+  std::vector<int> train;     // BOS-prefixed stories of the first half, concatenated
+  std::vector<int> heldout;   // the same for the second half
+  std::size_t train_stories = 0, heldout_stories = 0;
+};
+
+// One story per non-empty line; the first ceil(n/2) stories train, the rest are held out.
+// Throws fpgallm::InputError(source, ...) when either half is too short for one window
+// of seq + 1 tokens.
+TextData split_text(const model::Tokenizer& tok, const std::string& text, int seq, const std::string& source);
+
+// Deterministic generator (splitmix64) so that runs repeat across compilers.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed) {}
+  std::uint64_t next();
+  std::uint64_t below(std::uint64_t n) { return next() % n; }
+
+ private:
+  std::uint64_t s_;
+};
+
+// `batch` windows of seq + 1 consecutive tokens at random offsets of `stream`.
+Batch sample_batch(const std::vector<int>& stream, int batch, int seq, Rng& rng);
+// Consecutive non-overlapping windows of seq + 1 tokens (stride seq) covering `stream`,
+// grouped `batch` at a time (the last group may be smaller); a tail shorter than a window
+// is dropped.
+std::vector<Batch> window_batches(const std::vector<int>& stream, int batch, int seq);
+
+struct TrainOptions {
+  int steps = 200;
+  int batch = 8;
+  int seq = 64;
+  Backend backend = Backend::ref;
+  std::uint64_t seed = 1;
+  int eval_every = 20;   // held-out loss every this many steps (and at 0 and the end)
+  AdamWOptions adamw;
+};
+
+struct CurvePoint {
+  int step = 0;                 // optimizer steps taken
+  double train_loss = 0;        // mean batch loss over the steps since the previous point
+  double heldout_loss = 0;      // fp32 reference forward on the held-out windows
+  double grad_norm = 0;         // last gradient norm before clipping
+};
+
+struct TrainResult {
+  std::vector<CurvePoint> curve;
+  double seconds = 0;
+  std::uint64_t macs = 0;       // multiply-accumulates through the training backend
+  std::size_t heldout_tokens = 0;
+};
+
+// Trains m.weights in place.
+TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions& o,
+                      const std::function<void(const CurvePoint&)>& on_point = {},
+                      const std::function<void(int step, int steps)>& on_step = {});
+
+// Mean next-token loss of params on the windows (fp32 reference products).
+double heldout_loss(Llama<float>& net, const Params<float>& p, const std::vector<Batch>& windows);
+
+}  // namespace train
