@@ -172,6 +172,7 @@ struct Lowering {
   std::int64_t q_len = 0; // queries per sequence
   std::int64_t span = 0;  // keys each sequence attends (for decode: the context)
   bool train = false;
+  bool kv_cache = false;  // K and V go to a cache (inference of causal models); else they are activations
   double params = 0;      // parameters touched, for the optimizer
 
   double act(double elements) const { return elements * p.act_bits / 8.0; }
@@ -213,7 +214,7 @@ struct Lowering {
     op.flops = 2.0 * op.m * op.n * op.k + (bias ? double(op.m) * op.n : 0);
     op.weight_bytes = matrix_bytes(op.n, op.k, op.weight_bits, bias);
     op.activation_bytes = act(double(op.m) * op.k);
-    if (writes_kv && !train)
+    if (writes_kv && kv_cache)
       op.kv_bytes = kv(double(op.m) * op.n);
     else
       op.activation_bytes += act(double(op.m) * op.n);
@@ -269,14 +270,14 @@ struct Lowering {
     score.n = span;
     score.k = hd;
     score.batch = s.batch * heads;
-    score.weight_bits = train ? p.act_bits : p.kv_bits;
+    score.weight_bits = kv_cache ? p.kv_bits : p.act_bits;
     score.act_bits = p.act_bits;
     score.flops = 2.0 * scores * hd;
     score.activation_bytes = act(double(tok) * heads * hd) + act(scores);
-    if (train)
-      score.activation_bytes += act(keys_read);
-    else
+    if (kv_cache)
       score.kv_bytes = kv(keys_read);
+    else
+      score.activation_bytes += act(keys_read);
     add(score);
 
     elementwise(base + ".softmax", OpKind::softmax, Group::attention, layer, 1, 0, 0, 0);
@@ -299,10 +300,10 @@ struct Lowering {
     value.act_bits = p.act_bits;
     value.flops = 2.0 * scores * hd;
     value.activation_bytes = act(scores) + act(double(tok) * heads * hd);
-    if (train)
-      value.activation_bytes += act(keys_read);
-    else
+    if (kv_cache)
       value.kv_bytes = kv(keys_read);
+    else
+      value.activation_bytes += act(keys_read);
     add(value);
   }
 
@@ -442,6 +443,7 @@ struct Lowering {
         break;
     }
     tok = std::int64_t(s.batch) * q_len;
+    kv_cache = !train && c.causal();
     embedding();
     for (int l = 0; l < c.n_layers; ++l) block(l);
     head();

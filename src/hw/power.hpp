@@ -34,6 +34,19 @@ struct Power {
   std::vector<std::string> assumptions;
 };
 
+// Coefficients of the power model, from data/devices.json "power_model" (each with its source).
+struct PowerConstants {
+  Figure static_fraction_of_tdp;    // board power at idle / TDP, when a card has no static figure
+  Figure dsp_uw_per_mhz;            // one busy DSP block, microwatts per MHz
+  Figure bram36_uw_per_mhz;         // one busy BRAM36
+  Figure uram_uw_per_mhz;           // one busy URAM
+  Figure lut_uw_per_mhz;            // one LUT with its flip-flops and routing at 12.5% toggle
+  Figure hbm_pj_per_bit;            // off-chip HBM access energy
+  Figure ddr_pj_per_bit;            // off-chip DDR4 access energy
+  Figure gddr_pj_per_bit;           // GDDR6
+};
+const PowerConstants& power_constants();
+
 // FPGA: from the resource count and activity. Throws InputError for a GPU.
 Power estimate_power(const arch::Design& design, const Device& device, const Utilization& use,
                      const Activity& activity);

@@ -1,0 +1,179 @@
+#include <cstdio>
+
+#include "arch/design.hpp"
+#include "cli/command.hpp"
+#include "hw/device.hpp"
+#include "hw/power.hpp"
+#include "hw/resources.hpp"
+#include "util/error.hpp"
+
+namespace {
+
+struct DevicesArgs {
+  std::string name;
+  std::string design;
+  bool json = false;
+};
+
+std::string num(const hw::Figure& f, const char* fmt = "%.0f") {
+  if (!f.has()) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, *f);
+  return buf;
+}
+
+std::string memory_summary(const hw::Device& d) {
+  std::string s;
+  for (const auto& m : d.memory) {
+    if (!s.empty()) s += " + ";
+    s += (m.capacity_gb.has() ? num(m.capacity_gb, "%g") + " GB " : "? GB ") + m.kind;
+  }
+  return s.empty() ? "-" : s;
+}
+
+std::string compute_summary(const hw::Device& d) {
+  if (d.kind == hw::Kind::gpu) {
+    std::string s = d.peak_int8_tops.has() ? num(d.peak_int8_tops, "%g") + " int8 TOPS" : "";
+    if (d.peak_fp16_tflops.has()) s += (s.empty() ? "" : ", ") + num(d.peak_fp16_tflops, "%g") + " fp16 TF";
+    return s.empty() ? "-" : s;
+  }
+  if (!d.fabric.dsp.has()) return d.peak_int8_tops.has() ? num(d.peak_int8_tops, "%g") + " int8 TOPS (vendor)" : "-";
+  return num(d.fabric.dsp) + " " + (d.dsp_type.has() ? *d.dsp_type : std::string("DSP"));
+}
+
+void print_table() {
+  std::printf("%-13s %-4s %-38s %10s %-26s %9s %-22s %6s %8s\n", "id", "kind", "name", "LUT", "compute", "GB/s",
+              "memory", "TDP W", "price $");
+  for (const auto& d : hw::devices()) {
+    const double bw = d.memory_bandwidth_gbps();
+    std::printf("%-13s %-4s %-38s %10s %-26s %9s %-22s %6s %8s\n", d.id.c_str(), hw::to_string(d.kind), d.name.c_str(),
+                num(d.fabric.lut).c_str(), compute_summary(d).c_str(), bw > 0 ? std::to_string(int(bw + 0.5)).c_str() : "-",
+                memory_summary(d).c_str(), num(d.tdp_w).c_str(), num(d.price_usd).c_str());
+  }
+  std::printf("\nEvery figure has a source: `fpgallm devices ID` shows them; '-' = not found in a source (never guessed).\n");
+}
+
+void print_figure(const char* label, const hw::Figure& f, const char* unit = "") {
+  if (f.has())
+    std::printf("  %-24s %-14s %s\n", label, (num(f, "%g") + unit).c_str(), f.source.c_str());
+  else if (!f.source.empty())
+    std::printf("  %-24s %-14s %s\n", label, "-", f.source.c_str());
+}
+
+void print_text(const char* label, const hw::Text& t) {
+  if (t.has()) std::printf("  %-24s %-14s %s\n", label, t.value->c_str(), t.source.c_str());
+}
+
+void print_device(const hw::Device& d) {
+  std::printf("%s (%s, %s)\n", d.name.c_str(), d.id.c_str(), hw::to_string(d.kind));
+  print_text("chip", d.chip);
+  print_figure("process nm", d.process_nm);
+  print_figure("LUT", d.fabric.lut);
+  print_figure("FF", d.fabric.ff);
+  print_figure("DSP", d.fabric.dsp);
+  print_text("DSP type", d.dsp_type);
+  print_figure("int8 MACs per DSP", d.int8_macs_per_dsp);
+  print_figure("int4 MACs per DSP", d.int4_macs_per_dsp);
+  print_figure("BRAM36", d.fabric.bram36);
+  print_figure("URAM", d.fabric.uram);
+  print_figure("on-chip MB", d.onchip_mb);
+  print_figure("AI engines", d.ai_engines);
+  if (d.platform.available.lut.has()) {
+    const auto& a = d.platform.available;
+    std::printf("  %-24s %s LUT, %s FF, %s DSP, %s BRAM36, %s URAM  (%s)\n", "after the shell", num(a.lut).c_str(),
+                num(a.ff).c_str(), num(a.dsp).c_str(), num(a.bram36).c_str(), num(a.uram).c_str(),
+                d.platform.available_source.c_str());
+  }
+  if (d.kind == hw::Kind::fpga)
+    std::printf("  %-24s %.0f%% LUT, %.0f%% FF, %.0f%% DSP, %.0f%% BRAM, %.0f%% URAM  (%s)\n", "utilization ceilings",
+                100 * d.platform.lut_ceiling, 100 * d.platform.ff_ceiling, 100 * d.platform.dsp_ceiling,
+                100 * d.platform.bram_ceiling, 100 * d.platform.uram_ceiling, d.platform.ceiling_source.c_str());
+  print_figure("kernel clock MHz", d.kernel_clock_mhz);
+  print_figure("max clock MHz", d.max_clock_mhz);
+  for (const auto& m : d.memory) {
+    std::printf("  memory %s\n", m.kind.c_str());
+    print_figure("  capacity GB", m.capacity_gb);
+    print_figure("  bandwidth GB/s", m.bandwidth_gbps);
+    print_figure("  channels", m.channels);
+    print_figure("  GB/s per channel", m.channel_bandwidth_gbps);
+  }
+  print_figure("peak int8 TOPS", d.peak_int8_tops);
+  print_figure("peak int4 TOPS", d.peak_int4_tops);
+  print_figure("peak fp16 TFLOPS", d.peak_fp16_tflops);
+  print_figure("peak bf16 TFLOPS", d.peak_bf16_tflops);
+  print_figure("peak fp32 TFLOPS", d.peak_fp32_tflops);
+  print_text("PCIe", d.pcie);
+  print_figure("PCIe GB/s", d.pcie_gbps);
+  print_text("card link", d.card_link);
+  print_figure("card link GB/s", d.card_link_gbps);
+  print_figure("TDP W", d.tdp_w);
+  print_figure("static W", d.static_w);
+  print_figure("price USD", d.price_usd);
+  print_figure("cloud USD/hour", d.cloud_usd_per_hour);
+  if (!d.notes.empty()) std::printf("  note: %s\n", d.notes.c_str());
+}
+
+void print_utilization(const hw::Utilization& u, const hw::Power& p) {
+  std::printf("\n%-26s %10s %10s %8s %8s %8s %8s\n", "part", "LUT", "FF", "DSP", "BRAM36", "URAM", "");
+  for (const auto& part : u.parts)
+    std::printf("%-26s %10.0f %10.0f %8.0f %8.0f %8.0f\n", part.name.c_str(), part.use.lut, part.use.ff, part.use.dsp,
+                part.use.bram36, part.use.uram);
+  std::printf("%-26s %10.0f %10.0f %8.0f %8.0f %8.0f\n\n", "total", u.total.lut, u.total.ff, u.total.dsp,
+              u.total.bram36, u.total.uram);
+  std::printf("%-8s %10s %10s %10s %7s %10s %s\n", "resource", "used", "available", "ceiling", "util", "margin", "fits");
+  for (const auto& l : u.lines)
+    std::printf("%-8s %10.0f %10.0f %10.0f %6.1f%% %10.0f %s\n", hw::to_string(l.resource), l.used, l.available,
+                l.ceiling, 100 * l.utilization(), l.margin(), l.fits() ? "yes" : "NO");
+  std::printf("%s (binding: %s)\n", u.fits ? "fits" : "does NOT fit", hw::to_string(u.binding()));
+  for (const auto& a : u.assumptions) std::printf("  assumes: %s\n", a.c_str());
+  std::printf("\npower at full activity: %.1f W (static %.1f, DSP %.1f, RAM %.1f, logic %.1f, memory %.1f)\n",
+              p.total_w, p.static_w, p.dsp_w, p.bram_w, p.logic_w, p.memory_w);
+  for (const auto& a : p.assumptions) std::printf("  assumes: %s\n", a.c_str());
+}
+
+void devices(const DevicesArgs& a) {
+  if (a.name.empty()) {
+    if (!a.design.empty()) throw fpgallm::InputError("--design", "name a device: fpgallm devices ID --design FILE");
+    if (a.json) {
+      cli::print_json(hw::devices());
+      return;
+    }
+    print_table();
+    return;
+  }
+  const hw::Device& d = hw::find_device(a.name);
+  nlohmann::json j = d;
+  if (!a.design.empty()) {
+    arch::Design design = arch::load(a.design);
+    hw::Utilization u = hw::estimate_resources(design, d);
+    hw::Activity act;  // full activity, memory at the card's peak bandwidth
+    act.offchip_bytes_per_s = d.memory_bandwidth_gbps() * 1e9;
+    hw::Power p = hw::estimate_power(design, d, u, act);
+    if (a.json) {
+      j = {{"device", d}, {"utilization", u}, {"power_at_full_activity", p}};
+      cli::print_json(j);
+      return;
+    }
+    print_device(d);
+    print_utilization(u, p);
+    return;
+  }
+  if (a.json) {
+    cli::print_json(j);
+    return;
+  }
+  print_device(d);
+}
+
+void setup(CLI::App& root) {
+  auto a = std::make_shared<DevicesArgs>();
+  auto* cmd = root.add_subcommand("devices", "List FPGA cards and GPUs with their datasheet figures and sources");
+  cmd->add_option("device", a->name, "Show one device with every figure's source");
+  cmd->add_option("--design", a->design, "design.json: resource utilization and power of the design on this device");
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->callback([a] { devices(*a); });
+}
+
+}  // namespace
+
+FPGALLM_COMMAND("devices", setup);
