@@ -1,0 +1,53 @@
+// Writes small valid files of every format into <dir>/{llama2c,gguf,safetensors,tokenizer}/
+// as seeds for the fuzzers.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "model/gguf_llama.hpp"
+#include "model/safetensors.hpp"
+#include "model/synth.hpp"
+
+namespace fs = std::filesystem;
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  const fs::path root = argv[1];
+  for (const char* d : {"llama2c", "gguf", "safetensors", "tokenizer"}) fs::create_directories(root / d);
+
+  model::Config c;
+  c.name = "tiny";
+  c.dim = 32;
+  c.hidden_dim = 32;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.vocab_size = 64;  // 1 + 3*21: the tokenizer fuzzer's first byte 21 selects it
+  c.seq_len = 8;
+  model::Model m = model::synthesize(c, 1);
+
+  std::vector<std::string> pieces = {"<unk>", "\n<s>\n", "\n</s>\n", " ", "a", "b", "c", "d", "e", "n", "o", "t", "i", "m",
+                                     " a", "on", "ce", " t", "im", " time", "up", " up", "<0x0A>"};
+  while (pieces.size() < 64) pieces.push_back("x" + std::to_string(pieces.size()));
+  std::vector<float> scores;
+  for (std::size_t i = 0; i < pieces.size(); ++i) scores.push_back(-static_cast<float>(i));
+  model::Tokenizer tok(pieces, scores);
+
+  model::save_llama2c(m, (root / "llama2c/tiny.bin").string());
+  model::save_gguf(m, (root / "gguf/tiny.gguf").string(), model::gguf::GgmlType::f32, &tok);
+  model::save_gguf(m, (root / "gguf/tiny_q8.gguf").string(), model::gguf::GgmlType::q8_0, nullptr, 2);
+  model::save_gguf(m, (root / "gguf/tiny_q4.gguf").string(), model::gguf::GgmlType::q4_0, nullptr);
+
+  std::vector<model::safetensors::NamedTensor> tensors = {
+      {"model.embed_tokens.weight", {64, 32}, m.weights.token_embedding},
+      {"model.norm.weight", {32}, m.weights.final_norm}};
+  std::ofstream(root / "safetensors/tiny.safetensors", std::ios::binary) << model::safetensors::serialize_f32(tensors);
+  std::ofstream(root / "safetensors/config.json") << model::safetensors::hf_config_json(c);
+
+  tok.save_llama2c((root / "tokenizer/tok.bin.tmp").string());
+  std::ifstream in(root / "tokenizer/tok.bin.tmp", std::ios::binary);
+  std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(root / "tokenizer/tok64", std::ios::binary) << static_cast<char>(21) << body;
+  fs::remove(root / "tokenizer/tok.bin.tmp");
+  return 0;
+}
