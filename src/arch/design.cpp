@@ -99,7 +99,8 @@ std::vector<std::string> Design::problems() const {
                    to_string(parallel.split), parallel.cards));
   need(batch >= 1 && batch <= 4096, fmt::format("batch: {} outside 1..4096", batch));
   need(context >= 1 && context <= (1 << 20), fmt::format("context: {} outside 1..1048576", context));
-  need(kv_bits == 8 || kv_bits == 16, fmt::format("kv_bits: {} (8 or 16)", kv_bits));
+  need(kv_bits == 8 || kv_bits == 16 || kv_bits == 32,
+       fmt::format("kv_bits: {} (8 = int8 with a scale per position and head, 16 = fp16, 32 = fp32)", kv_bits));
   need(weight_sparsity >= 0 && weight_sparsity < 1, fmt::format("weight_sparsity: {} outside [0, 1)", weight_sparsity));
   return p;
 }

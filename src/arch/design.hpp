@@ -71,7 +71,7 @@ struct Design {
   Parallelism parallel;
   int batch = 1;
   int context = 512;                // maximum context the KV cache is sized for
-  int kv_bits = 8;                  // KV cache element width (8 or 16)
+  int kv_bits = 8;                  // KV cache element: 8 = int8 (scale per position and head), 16 = fp16, 32 = fp32
   bool fuse_norm_matmul = true;     // RMSNorm folded into the following matmul's input stage
   bool fuse_attention = true;       // scores, softmax and value product in one pass
   double weight_sparsity = 0.0;     // fraction of weights skipped (0 = dense)

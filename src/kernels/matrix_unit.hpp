@@ -136,34 +136,41 @@ inline void compute_tile_i8(i32 acc[CFG::max_tokens][CFG::tile_rows], const i8 w
   }
 }
 
-// The int4 variant: one int32 accumulator per (token, row, group); at the end of each
-// group (in increasing column order) sum += float(acc) * float(scale) and acc restarts.
-// Requires group % SIMD == 0 and tile column origins that are multiples of the group.
+// The int4 variant: one int32 accumulator per (token, row) for the current group; at the
+// end of each group (in increasing column order) sum += float(acc) * float(scale) and acc
+// restarts. A group may span column tiles (gacc carries over). A SIMD word wider than 32
+// columns is reduced in 32-column parts, so a group boundary (a multiple of 32) always
+// falls between parts.
 template <class CFG>
-inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], const i8 wbuf[CFG::tile_rows][CFG::tile_cols],
-                            const i8 xbuf[CFG::max_tokens][CFG::tile_cols], const std::uint16_t* scale,
-                            int groups, int group, int tokens, int r0, int tile_rows_used, int c0, int cols) {
+inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], i32 gacc[CFG::max_tokens][CFG::tile_rows],
+                            const i8 wbuf[CFG::tile_rows][CFG::tile_cols],
+                            const i8 xbuf[CFG::max_tokens][CFG::tile_cols], const std::uint16_t* scale, int groups,
+                            int group, int tokens, int r0, int tile_rows_used, int c0, int cols) {
+  constexpr int kPart = CFG::simd < 32 ? CFG::simd : 32;
   for (int t = 0; t < CFG::max_tokens; ++t) {
     if (t >= tokens) break;
     for (int rf = 0; rf < CFG::tile_rows; rf += CFG::pe) {
       if (rf >= tile_rows_used) break;
-      for (int pe = 0; pe < CFG::pe; ++pe) {
-#pragma HLS UNROLL
-        const int r = rf + pe;
-        i32 acc = 0;
-        for (int cf = 0; cf < CFG::tile_cols; cf += CFG::simd) {
+      for (int cf = 0; cf < CFG::tile_cols; cf += CFG::simd) {
 #pragma HLS PIPELINE II=1
-          if (c0 + cf >= cols) break;
-          for (int k = 0; k < CFG::simd; ++k) {
+        if (c0 + cf >= cols) break;
+        for (int pe = 0; pe < CFG::pe; ++pe) {
 #pragma HLS UNROLL
-            acc += static_cast<i32>(wbuf[r][cf + k]) * static_cast<i32>(xbuf[t][cf + k]);
-          }
-          const int next = c0 + cf + CFG::simd;
-          if (next % group == 0 || next >= cols) {
-            const int g = (c0 + cf) / group;
-            const float s = half_to_float(scale[static_cast<long>(r0 + r) * groups + g]);
-            sum[t][r] = sum[t][r] + static_cast<float>(acc) * s;
-            acc = 0;
+          const int r = rf + pe;
+          for (int part = 0; part < CFG::simd; part += kPart) {
+#pragma HLS UNROLL
+            i32 s = 0;
+            for (int k = 0; k < kPart; ++k) {
+#pragma HLS UNROLL
+              s += static_cast<i32>(wbuf[r][cf + part + k]) * static_cast<i32>(xbuf[t][cf + part + k]);
+            }
+            gacc[t][r] += s;
+            const int first = c0 + cf + part, next = first + kPart;
+            if (first < cols && (next % group == 0 || next >= cols)) {
+              const float sc = half_to_float(scale[static_cast<long>(r0 + r) * groups + first / group]);
+              sum[t][r] = sum[t][r] + static_cast<float>(gacc[t][r]) * sc;
+              gacc[t][r] = 0;
+            }
           }
         }
       }
@@ -211,11 +218,13 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
       detail::load_activation_tile<CFG>(xbuf[(i + 1) & 1], x, tokens, cols, nc0);
     }
     if (ct == 0) {
-      for (int t = 0; t < CFG::max_tokens; ++t)
+      for (int t = 0; t < CFG::max_tokens; ++t) {
+        if (t >= tokens) break;
         for (int r = 0; r < CFG::tile_rows; ++r) {
 #pragma HLS UNROLL factor=CFG::pe
           acc[t][r] = 0;
         }
+      }
     }
     const int rows_used = rows - r0 < CFG::tile_rows ? rows - r0 : CFG::tile_rows;
     const int cols_used = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;
@@ -237,8 +246,7 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
 
 // W4A8 (docs/quantization.md section 4): per row, groups in increasing order,
 //   sum = sum + float(acc_group) * float(scale[r][g]);  y = sum * x_scale[t].
-// Needs TILE_COLS a multiple of the group and the group a multiple of SIMD (arch::Design
-// enforces both for int4 designs).
+// group: 32, 64 or 128 columns (a multiple of 32, as the packing requires).
 template <class CFG>
 void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, const i8* x, const float* x_scale,
                  float* y, int tokens, int rows, int cols, int y_stride) {
@@ -252,10 +260,12 @@ void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, cons
   i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
   i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];
   float sum[CFG::max_tokens][CFG::tile_rows];
+  i32 gacc[CFG::max_tokens][CFG::tile_rows];
 #pragma HLS ARRAY_PARTITION variable=wbuf dim=2 cyclic factor=CFG::pe
 #pragma HLS ARRAY_PARTITION variable=wbuf dim=3 cyclic factor=CFG::simd
 #pragma HLS ARRAY_PARTITION variable=xbuf dim=3 cyclic factor=CFG::simd
 #pragma HLS ARRAY_PARTITION variable=sum dim=2 cyclic factor=CFG::pe
+#pragma HLS ARRAY_PARTITION variable=gacc dim=2 cyclic factor=CFG::pe
 #pragma HLS DEPENDENCE variable=wbuf inter false
   const int groups = (cols + group - 1) / group;
   const int row_tiles = (rows + CFG::tile_rows - 1) / CFG::tile_rows;
@@ -273,15 +283,18 @@ void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, cons
       detail::load_activation_tile<CFG>(xbuf[(i + 1) & 1], x, tokens, cols, nc0);
     }
     if (ct == 0) {
-      for (int t = 0; t < CFG::max_tokens; ++t)
+      for (int t = 0; t < CFG::max_tokens; ++t) {
+        if (t >= tokens) break;
         for (int r = 0; r < CFG::tile_rows; ++r) {
 #pragma HLS UNROLL factor=CFG::pe
           sum[t][r] = 0.0f;
+          gacc[t][r] = 0;
         }
+      }
     }
     const int rows_used = rows - r0 < CFG::tile_rows ? rows - r0 : CFG::tile_rows;
-    detail::compute_tile_i4<CFG>(sum, wbuf[i & 1], xbuf[i & 1], w_scale, groups, group, tokens, r0, rows_used, c0,
-                                 cols);
+    detail::compute_tile_i4<CFG>(sum, gacc, wbuf[i & 1], xbuf[i & 1], w_scale, groups, group, tokens, r0, rows_used,
+                                 c0, cols);
     if (ct == col_tiles - 1) {
       for (int t = 0; t < CFG::max_tokens; ++t) {
         if (t >= tokens) break;

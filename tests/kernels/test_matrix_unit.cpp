@@ -171,12 +171,13 @@ TEST(MatrixUnit, W4A8IsExactAgainstGroupwiseReference) {
 }
 
 TEST(MatrixUnit, W4A8BitsDoNotDependOnTheUnitShape) {
-  // int4 designs need the group to be a multiple of SIMD and tiles a multiple of 128.
-  using Int4Small = kernels::MatrixUnitConfig<8, 8, 64, 128, 4, 4096, 4096>;
-  using Int4Wide = kernels::MatrixUnitConfig<64, 32, 256, 512, 4, 4096, 4096>;
+  // Groups spanning column tiles (tile_cols 32 < group 64, 128) and SIMD wider than a group.
+  using Int4Small = kernels::MatrixUnitConfig<8, 8, 64, 32, 4, 4096, 4096>;
+  using Int4Wide = kernels::MatrixUnitConfig<64, 128, 256, 512, 4, 4096, 4096>;
   unsigned seed = 40;
+  for (int group : {32, 64, 128})
   for (const auto& s : kShapes) {
-    const W4Case c = random_w4(s, 32, seed++);
+    const W4Case c = random_w4(s, group, seed++);
     const auto y0 = run_w4<Default>(s, c), y1 = run_w4<Int4Small>(s, c), y2 = run_w4<Int4Wide>(s, c);
     EXPECT_EQ(std::memcmp(y0.data(), y1.data(), y0.size() * 4), 0);
     EXPECT_EQ(std::memcmp(y0.data(), y2.data(), y0.size() * 4), 0);
