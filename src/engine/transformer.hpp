@@ -26,7 +26,8 @@ class Transformer {
 
   // Runs token at position pos (0-based, < seq_len) and returns the logits [vocab_size],
   // valid until the next call.
-  const float* forward(int token, int pos);
+  // Virtual so that the accelerator backend (accel.hpp) replaces the whole pass.
+  virtual const float* forward(int token, int pos);
 
   const model::Config& config() const { return model_.config; }
   const model::Model& model() const { return model_; }
