@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -31,6 +32,9 @@ float int8_scale(float amax);
 // fp16 bits of amax / 7.0f, rounded ties to even, capped at 65504.
 std::uint16_t int4_scale_f16(float amax);
 float max_abs(std::span<const float> x);
+
+// FNV-1a 64-bit hash of bytes (identifies the calibration text).
+std::uint64_t fnv1a64(std::string_view bytes);
 
 // ---- weights ----
 
@@ -159,12 +163,19 @@ struct QuantModel {
   std::vector<std::vector<float>> attn_norm, ffn_norm;  // fp32, folded if smoothed
   std::vector<float> final_norm;
   std::vector<QuantLinear> linears;  // Plan::layers order
+  // The calibration text (file name and FNV-1a 64 of its bytes), so that evaluating on
+  // the same file can report the held-out half only.
+  std::string calibration_file;
+  std::uint64_t calibration_fnv1a = 0;
 
   const QuantLinear& linear(int layer, model::Linear which) const;
   std::uint64_t linear_weight_bytes() const;
   // An fp32 model whose weights are the dequantized ones (for the reference engine).
   model::Model dequantized_model() const;
 };
+
+// One layer's weights [rows][cols] in format f.
+QuantLinear quantize_linear(std::span<const float> w, int rows, int cols, WeightFormat f, int group);
 
 // Quantizes m's weights by plan (m already smoothed when plan.smooth_alpha >= 0).
 QuantModel quantize_model(const model::Model& m, const Plan& plan);

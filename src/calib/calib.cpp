@@ -1,0 +1,323 @@
+#include "calib/calib.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "calib/simulated.hpp"
+#include "util/error.hpp"
+
+namespace calib {
+
+using quant::ActFormat;
+using quant::WeightFormat;
+
+namespace {
+
+std::size_t predicted_tokens(const std::vector<std::vector<int>>& seqs) {
+  std::size_t n = 0;
+  for (const auto& s : seqs) n += s.size() > 1 ? s.size() - 1 : 0;
+  return n;
+}
+
+engine::Perplexity run_perplexity(engine::Transformer& t, const std::vector<std::vector<int>>& seqs,
+                                  const std::string& stage, const ProgressFn& progress) {
+  return engine::perplexity(t, seqs, [&](std::size_t d, std::size_t n) {
+    if (progress) progress(stage, d, n);
+  });
+}
+
+}  // namespace
+
+Split split_text(const model::Tokenizer& tok, const std::string& text, const std::string& source) {
+  const auto stories = engine::split_stories(text);
+  if (stories.size() < 2)
+    throw fpgallm::InputError(source, "calibration text has " + std::to_string(stories.size()) +
+                                          " stories (non-empty lines); need at least 2, half to calibrate and half held out");
+  const std::size_t half = stories.size() / 2;
+  const std::vector<std::string> calib_part(stories.begin(), stories.begin() + static_cast<std::ptrdiff_t>(half));
+  const std::set<std::string> seen(calib_part.begin(), calib_part.end());
+  std::vector<std::string> held_part;
+  Split s;
+  for (std::size_t i = half; i < stories.size(); ++i) {
+    if (seen.count(stories[i])) {
+      ++s.dropped_duplicates;
+      continue;
+    }
+    held_part.push_back(stories[i]);
+  }
+  s.calibration = engine::tokenize_stories(tok, calib_part);
+  s.held_out = engine::tokenize_stories(tok, held_part);
+  s.calibration_stories = calib_part.size();
+  s.held_out_stories = held_part.size();
+  s.calibration_tokens = predicted_tokens(s.calibration);
+  s.held_out_tokens = predicted_tokens(s.held_out);
+  if (s.calibration_tokens < kMinTokensPerHalf || s.held_out_tokens < kMinTokensPerHalf)
+    throw fpgallm::InputError(source, "calibration text too short: " + std::to_string(s.calibration_tokens) + " + " +
+                                          std::to_string(s.held_out_tokens) +
+                                          " tokens in the calibration and held-out halves; need at least " +
+                                          std::to_string(kMinTokensPerHalf) + " in each");
+  return s;
+}
+
+std::vector<std::vector<int>> first_tokens(const std::vector<std::vector<int>>& seqs, std::size_t n) {
+  if (n == 0) return seqs;
+  std::vector<std::vector<int>> out;
+  std::size_t have = 0;
+  for (const auto& s : seqs) {
+    if (have >= n) break;
+    if (s.size() < 2) continue;
+    const std::size_t take = std::min(s.size() - 1, n - have);
+    out.emplace_back(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(take + 1));
+    have += take;
+  }
+  return out;
+}
+
+quant::ActStats collect_stats(const model::Model& m, const std::vector<std::vector<int>>& sequences,
+                              const ProgressFn& progress) {
+  StatsTransformer t(m);
+  const auto p = run_perplexity(t, sequences, "calibrate", progress);
+  quant::ActStats s = t.stats();
+  s.tokens = p.tokens;
+  return s;
+}
+
+void apply_static_scales(quant::Plan& plan, const quant::ActStats& stats) {
+  for (auto& l : plan.layers)
+    if (l.act == ActFormat::int8_static) l.act_scale = quant::int8_scale(stats.amax(l.layer, l.which));
+}
+
+engine::Perplexity evaluate(const model::Model& base, const quant::Plan& plan,
+                            const std::vector<quant::QuantLinear>& linears,
+                            const std::vector<std::vector<int>>& sequences, const ProgressFn& progress) {
+  SimulatedTransformer t(base, plan, linears);
+  return run_perplexity(t, sequences, "evaluate", progress);
+}
+
+engine::Perplexity evaluate(const quant::QuantModel& qm, const std::vector<std::vector<int>>& sequences,
+                            const ProgressFn& progress) {
+  const model::Model base = qm.dequantized_model();
+  return evaluate(base, qm.plan, qm.linears, sequences, progress);
+}
+
+std::string Candidate::name() const {
+  if (weight == WeightFormat::int4) return "int4-g" + std::to_string(group);
+  return quant::to_string(weight);
+}
+
+namespace {
+
+const std::vector<float>& weights_of(const model::Model& m, int layer, model::Linear which) {
+  if (which == model::Linear::cls) return m.weights.classifier_or_embedding();
+  return m.weights.layers[static_cast<std::size_t>(layer)].linear(which);
+}
+
+// The plan and layer set with only layer i in candidate precision (weight-only, fp16 input).
+void set_layer(const model::Model& m, quant::Plan& plan, std::vector<quant::QuantLinear>& linears, std::size_t i,
+               const Candidate& cand) {
+  auto& lp = plan.layers[i];
+  lp.weight = cand.weight;
+  lp.act = cand.weight == WeightFormat::f32 ? ActFormat::f32 : ActFormat::f16;
+  const auto s = model::linear_shape(m.config, lp.which);
+  linears[i] = quant::quantize_linear(weights_of(m, lp.layer, lp.which), s.rows, s.cols, cand.weight, cand.group);
+}
+
+}  // namespace
+
+SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vector<int>>& sequences,
+                             const std::vector<Candidate>& candidates, const ProgressFn& progress) {
+  SensitivityTable table;
+  {
+    engine::Transformer ref(m);
+    const auto p = engine::perplexity(ref, sequences);
+    table.fp32_perplexity = p.perplexity;
+    table.tokens = p.tokens;
+  }
+  const quant::Plan fp32 = quant::uniform_plan(m.config, quant::Scheme::fp32, 32);
+  const std::size_t n = fp32.layers.size() * candidates.size();
+  std::size_t done = 0;
+  for (std::size_t i = 0; i < fp32.layers.size(); ++i)
+    for (const auto& cand : candidates) {
+      quant::Plan plan = fp32;
+      plan.group = cand.group;
+      std::vector<quant::QuantLinear> linears(plan.layers.size());
+      set_layer(m, plan, linears, i, cand);
+      const auto p = evaluate(m, plan, linears, sequences);
+      const auto& lp = plan.layers[i];
+      table.rows.push_back({lp.layer, lp.which, cand, p.perplexity,
+                            (p.perplexity - table.fp32_perplexity) / table.fp32_perplexity,
+                            quant::weight_bytes(m.config, lp.which, cand.weight, cand.group)});
+      if (progress) progress("sensitivity", ++done, n);
+    }
+  std::stable_sort(table.rows.begin(), table.rows.end(),
+                   [](const auto& a, const auto& b) { return a.rel_increase > b.rel_increase; });
+  return table;
+}
+
+void to_json(nlohmann::json& j, const SensitivityTable& t) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : t.rows)
+    rows.push_back({{"name", model::linear_name(r.layer, r.which)},
+                    {"layer", r.layer},
+                    {"linear", model::to_string(r.which)},
+                    {"precision", r.candidate.name()},
+                    {"perplexity", r.perplexity},
+                    {"rel_increase", r.rel_increase},
+                    {"bytes", r.bytes}});
+  j = {{"fp32_perplexity", t.fp32_perplexity},
+       {"tokens", t.tokens},
+       {"measured_on", "calibration half"},
+       {"activations", "fp16 (weight-only candidates)"},
+       {"rows", std::move(rows)}};
+}
+
+SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, int group, double budget, bool kv8,
+                          const std::vector<std::vector<int>>& held_out, const ProgressFn& progress) {
+  const auto& c = m.config;
+  quant::Plan start = quant::uniform_plan(c, quant::Scheme::mixed, group);
+  start.kv8 = kv8;
+  const std::size_t L = start.layers.size();
+  const Candidate c8{WeightFormat::int8, group}, c4{WeightFormat::int4, group};
+  auto sens = [&](std::size_t i, const Candidate& cand) {
+    const auto& lp = start.layers[i];
+    for (const auto& r : table.rows)
+      if (r.layer == lp.layer && r.which == lp.which && r.candidate.weight == cand.weight &&
+          (cand.weight != WeightFormat::int4 || r.candidate.group == cand.group))
+        return std::max(0.0, r.rel_increase);
+    throw std::invalid_argument("sensitivity table lacks " + model::linear_name(lp.layer, lp.which) + " " + cand.name());
+  };
+
+  // Greedy move list: each move lowers one layer one step (f16 -> int8 -> int4); the next
+  // move is the one saving most bytes per unit of predicted loss.
+  struct Move {
+    std::size_t layer;
+    Candidate to;
+    double cost;
+  };
+  std::vector<int> level(L, 0);  // 0 f16, 1 int8, 2 int4
+  std::vector<Move> moves;
+  std::vector<double> predicted;  // cumulative
+  double total = 0;
+  constexpr double kEps = 1e-7;
+  for (;;) {
+    double best_ratio = -1;
+    Move best{};
+    for (std::size_t i = 0; i < L; ++i) {
+      if (level[i] == 2) continue;
+      const auto& lp = start.layers[i];
+      const Candidate to = level[i] == 0 ? c8 : c4;
+      const double cost_before = level[i] == 0 ? 0.0 : sens(i, c8);
+      const double cost = std::max(0.0, sens(i, to) - cost_before);
+      const auto from_bytes = quant::weight_bytes(c, lp.which, level[i] == 0 ? WeightFormat::f16 : WeightFormat::int8, group);
+      const double saved = static_cast<double>(from_bytes - quant::weight_bytes(c, lp.which, to.weight, group));
+      const double ratio = saved / (cost + kEps);
+      if (ratio > best_ratio) best_ratio = ratio, best = {i, to, cost};
+    }
+    if (best_ratio < 0) break;
+    level[best.layer] += 1;
+    total += best.cost;
+    moves.push_back(best);
+    predicted.push_back(total);
+  }
+
+  auto plan_of = [&](std::size_t k) {
+    quant::Plan p = start;
+    for (std::size_t i = 0; i < k; ++i) p.layers[moves[i].layer].weight = moves[i].to.weight;
+    return p;
+  };
+  SearchResult r;
+  r.budget = budget;
+  {
+    engine::Transformer ref(m);
+    r.fp32_perplexity = engine::perplexity(ref, held_out).perplexity;
+  }
+  struct Verified {
+    std::size_t k;
+    double ppl, rel;
+  };
+  std::vector<Verified> verified;
+  auto verify = [&](std::size_t k) {
+    const quant::Plan p = plan_of(k);
+    const auto qm = quant::quantize_model(m, p);
+    const double ppl = evaluate(m, p, qm.linears, held_out).perplexity;
+    ++r.verifications;
+    if (progress) progress("verify", static_cast<std::size_t>(r.verifications), 0);
+    verified.push_back({k, ppl, (ppl - r.fp32_perplexity) / r.fp32_perplexity});
+    return verified.back().rel <= budget;
+  };
+  // Longest prefix whose predicted loss fits; then binary search below it while the
+  // measured loss is over budget (assumes loss grows with the prefix, as it does on average).
+  std::size_t k = 0;
+  while (k < moves.size() && predicted[k] <= budget) ++k;
+  std::optional<std::size_t> ok;
+  if (verify(k)) {
+    ok = k;
+  } else {
+    std::size_t lo = 0, hi = k;  // hi fails
+    if (!verify(0)) lo = hi = 0;
+    else ok = 0;
+    while (hi > lo + 1) {
+      const std::size_t mid = (lo + hi) / 2;
+      if (verify(mid)) lo = mid, ok = mid;
+      else hi = mid;
+    }
+  }
+  const Verified* chosen = nullptr;
+  if (ok) {
+    for (const auto& v : verified)
+      if (v.k == *ok) chosen = &v;
+  } else {
+    for (const auto& v : verified)
+      if (!chosen || v.rel < chosen->rel) chosen = &v;
+  }
+  r.plan = plan_of(chosen->k);
+  r.perplexity = chosen->ppl;
+  r.rel_increase = chosen->rel;
+  r.budget_met = ok.has_value();
+  r.bytes = quant::linear_weight_bytes(c, r.plan);
+  return r;
+}
+
+QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, const std::string& calib_text,
+                        const std::string& calib_source, const QuantizeOptions& opt, const ProgressFn& progress) {
+  using clock = std::chrono::steady_clock;
+  QuantizeResult res;
+  res.split = split_text(tok, calib_text, calib_source);
+  const auto t0 = clock::now();
+  model::Model work = m;
+  quant::ActStats stats = collect_stats(work, res.split.calibration, progress);
+  quant::Plan plan = quant::uniform_plan(m.config, opt.scheme, opt.group);
+  plan.kv8 = opt.kv8;
+  if (opt.scheme == quant::Scheme::w8a8_smooth) {
+    quant::smooth(work, stats, opt.alpha);
+    plan.smooth_alpha = opt.alpha;
+  }
+  apply_static_scales(plan, stats);
+  if (opt.scheme == quant::Scheme::mixed) {
+    std::vector<Candidate> cands{{WeightFormat::int8, 32}, {WeightFormat::int4, 32}, {WeightFormat::int4, 128}};
+    if (opt.group == 64) cands.push_back({WeightFormat::int4, 64});
+    res.sensitivity = sensitivity(work, first_tokens(res.split.calibration, opt.sensitivity_tokens), cands, progress);
+    res.search = search_mixed(work, *res.sensitivity, opt.group, opt.budget, opt.kv8, res.split.held_out, progress);
+    plan = res.search->plan;
+  }
+  res.qm = quant::quantize_model(work, plan);
+  res.qm.calibration_file = calib_source;
+  res.qm.calibration_fnv1a = quant::fnv1a64(calib_text);
+  res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+
+  engine::Transformer ref(m);
+  const auto p32 = run_perplexity(ref, res.split.held_out, "evaluate fp32", progress);
+  res.fp32_perplexity = p32.perplexity;
+  res.fp32_perplexity_err = p32.perplexity_err;
+  const auto pq = evaluate(res.qm, res.split.held_out, progress);
+  res.perplexity = pq.perplexity;
+  res.perplexity_err = pq.perplexity_err;
+  res.rel_increase = (pq.perplexity - p32.perplexity) / p32.perplexity;
+  res.fp32_bytes = quant::linear_weight_bytes(m.config, quant::uniform_plan(m.config, quant::Scheme::fp32, opt.group));
+  return res;
+}
+
+}  // namespace calib

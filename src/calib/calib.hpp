@@ -1,0 +1,113 @@
+#pragma once
+// Calibration and precision decisions: the calibration / held-out split, activation
+// statistics, per-layer sensitivity, the mixed-precision search, and the whole
+// `fpgallm quantize` flow. Runs the fp32 engine (with simulated quantization).
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "engine/perplexity.hpp"
+#include "quant/quant.hpp"
+
+namespace calib {
+
+// Progress callback: (stage label, done, total).
+using ProgressFn = std::function<void(const std::string& stage, std::size_t done, std::size_t total)>;
+
+// Stories split by position: the first half calibrates, the second half is held out.
+// A held-out story identical to a calibration story is dropped (never the same lines).
+// Throws InputError(source, ...) when either half would be empty or too short to measure.
+struct Split {
+  std::vector<std::vector<int>> calibration, held_out;
+  std::size_t calibration_stories = 0, held_out_stories = 0, dropped_duplicates = 0;
+  std::size_t calibration_tokens = 0, held_out_tokens = 0;
+};
+inline constexpr std::size_t kMinTokensPerHalf = 32;
+Split split_text(const model::Tokenizer& tok, const std::string& text, const std::string& source);
+
+// The first stories of `seqs` up to n predicted tokens (the last one cut); n = 0: all.
+std::vector<std::vector<int>> first_tokens(const std::vector<std::vector<int>>& seqs, std::size_t n);
+
+quant::ActStats collect_stats(const model::Model& m, const std::vector<std::vector<int>>& sequences,
+                              const ProgressFn& progress = {});
+// Sets act_scale = amax / 127 of every int8-static layer from the statistics.
+void apply_static_scales(quant::Plan& plan, const quant::ActStats& stats);
+
+// Perplexity of `base` run under `plan` with the quantized `linears` (Plan::layers order).
+engine::Perplexity evaluate(const model::Model& base, const quant::Plan& plan,
+                            const std::vector<quant::QuantLinear>& linears,
+                            const std::vector<std::vector<int>>& sequences, const ProgressFn& progress = {});
+engine::Perplexity evaluate(const quant::QuantModel& qm, const std::vector<std::vector<int>>& sequences,
+                            const ProgressFn& progress = {});
+
+// One precision a layer may take in the sensitivity analysis and the mixed search:
+// weight-only (activations fp16), as the mixed plan uses.
+struct Candidate {
+  quant::WeightFormat weight;
+  int group;  // int4 only
+  std::string name() const;  // "int8", "int4-g32", ...
+};
+struct LayerSensitivity {
+  int layer;
+  model::Linear which;
+  Candidate candidate;
+  double perplexity;
+  double rel_increase;     // (ppl - ppl_fp32) / ppl_fp32
+  std::uint64_t bytes;     // of this layer in this precision
+};
+struct SensitivityTable {
+  double fp32_perplexity = 0;
+  std::size_t tokens = 0;
+  std::vector<LayerSensitivity> rows;  // sorted, most sensitive first
+};
+// Each (layer, candidate) quantized alone; measured on `sequences` (the calibration half).
+SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vector<int>>& sequences,
+                             const std::vector<Candidate>& candidates, const ProgressFn& progress = {});
+void to_json(nlohmann::json& j, const SensitivityTable& t);
+
+struct SearchResult {
+  quant::Plan plan;
+  double fp32_perplexity = 0;  // held-out
+  double perplexity = 0;       // held-out, the final plan
+  double rel_increase = 0;
+  double budget = 0;           // relative (0.01 = 1%)
+  bool budget_met = false;
+  int verifications = 0;
+  std::uint64_t bytes = 0;
+};
+// Greedy by bytes saved per unit of sensitivity (from `table`), predicted loss = sum of
+// sensitivities; then evaluated on `held_out` and backed off while over budget.
+SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, int group, double budget,
+                          bool kv8, const std::vector<std::vector<int>>& held_out, const ProgressFn& progress = {});
+
+struct QuantizeOptions {
+  quant::Scheme scheme = quant::Scheme::w8a8;
+  int group = 32;
+  float alpha = 0.5f;
+  double budget = 0.01;  // relative
+  bool kv8 = false;
+  // mixed: the sensitivity runs on the first this many predicted tokens of the
+  // calibration half (whole stories in order, the last one cut; 0 = all).
+  std::size_t sensitivity_tokens = 1024;
+};
+struct QuantizeResult {
+  quant::QuantModel qm;
+  Split split;
+  double fp32_perplexity = 0, fp32_perplexity_err = 0;  // held-out
+  double perplexity = 0, perplexity_err = 0;            // held-out, quantized
+  double rel_increase = 0;
+  std::uint64_t fp32_bytes = 0;
+  std::optional<SensitivityTable> sensitivity;  // mixed only
+  std::optional<SearchResult> search;           // mixed only
+  double seconds = 0;                           // the quantization itself (without evaluation)
+};
+// The whole flow on a model: split, calibrate, (smooth), (sensitivity + search), quantize,
+// evaluate fp32 and the result on the held-out half.
+QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, const std::string& calib_text,
+                        const std::string& calib_source, const QuantizeOptions& opt, const ProgressFn& progress = {});
+
+}  // namespace calib

@@ -1,0 +1,75 @@
+#include "calib/simulated.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/gguf.hpp"
+
+namespace calib {
+
+using quant::ActFormat;
+using quant::WeightFormat;
+
+SimulatedTransformer::SimulatedTransformer(const model::Model& base, const quant::Plan& plan,
+                                           const std::vector<quant::QuantLinear>& linears)
+    : engine::Transformer(base), plan_(plan), linears_(linears) {
+  const auto& c = base.config;
+  if (plan.layers.size() != static_cast<std::size_t>(c.n_layers) * 7 + 1 || linears.size() != plan.layers.size())
+    throw std::invalid_argument("plan does not match the model");
+  float_weights_.resize(plan.layers.size());
+  int widest = c.dim;
+  for (std::size_t i = 0; i < plan.layers.size(); ++i) {
+    const auto& lp = plan.layers[i];
+    const auto s = model::linear_shape(c, lp.which);
+    widest = std::max(widest, s.cols);
+    const bool integer_path = (lp.weight == WeightFormat::int8 || lp.weight == WeightFormat::int4) &&
+                              (lp.act == ActFormat::int8_dynamic || lp.act == ActFormat::int8_static);
+    if (lp.weight != WeightFormat::f32 && !integer_path) float_weights_[i] = linears[i].dequantized();
+  }
+  x_round_.resize(static_cast<std::size_t>(widest));
+  qx_.resize(static_cast<std::size_t>(widest));
+}
+
+void SimulatedTransformer::linear(const engine::LinearCall& call) {
+  const std::size_t i = quant::Plan::index(config().n_layers, call.layer, call.which);
+  const auto& lp = plan_.layers[i];
+  const std::span<const float> x(call.x, static_cast<std::size_t>(call.cols));
+  if (lp.act == ActFormat::int8_dynamic || lp.act == ActFormat::int8_static) {
+    const float s_x = lp.act == ActFormat::int8_dynamic ? quant::quantize_activation_dynamic(x, qx_)
+                                                        : (quant::quantize_activation_static(x, lp.act_scale, qx_), lp.act_scale);
+    if (lp.weight == WeightFormat::int8) return quant::linear_w8a8(linears_[i].int8, qx_.data(), s_x, call.y);
+    if (lp.weight == WeightFormat::int4) return quant::linear_w4a8(linears_[i].int4, qx_.data(), s_x, call.y);
+    // Float weights with int8 activations: fake-quantized input.
+    for (int c = 0; c < call.cols; ++c) x_round_[c] = static_cast<float>(qx_[c]) * s_x;
+  } else if (lp.act == ActFormat::f16) {
+    for (int c = 0; c < call.cols; ++c) x_round_[c] = model::gguf::fp16_to_float(model::gguf::float_to_fp16(call.x[c]));
+  } else {
+    std::copy(call.x, call.x + call.cols, x_round_.begin());
+  }
+  const float* w = lp.weight == WeightFormat::f32 ? weight_of(call.layer, call.which) : float_weights_[i].data();
+  engine::matvec(w, x_round_.data(), call.y, call.rows, call.cols);
+}
+
+void SimulatedTransformer::on_kv_stored(int, int, float* k, float* v) {
+  if (!plan_.kv8) return;
+  const int hs = config().head_dim();
+  for (int h = 0; h < config().n_kv_heads; ++h) {
+    quant::fake_quantize_int8({k + h * hs, static_cast<std::size_t>(hs)});
+    quant::fake_quantize_int8({v + h * hs, static_cast<std::size_t>(hs)});
+  }
+}
+
+StatsTransformer::StatsTransformer(const model::Model& m)
+    : engine::Transformer(m), stats_(quant::ActStats::zeros(m.config)) {}
+
+void StatsTransformer::linear(const engine::LinearCall& call) {
+  using model::Linear;
+  // One record per input site: wq for the attention input, w1 for the ffn input.
+  if (call.which != Linear::wk && call.which != Linear::wv && call.which != Linear::w3) {
+    auto& m = const_cast<std::vector<float>&>(stats_.channel_max(call.layer, call.which));
+    for (int c = 0; c < call.cols; ++c) m[static_cast<std::size_t>(c)] = std::max(m[static_cast<std::size_t>(c)], std::fabs(call.x[c]));
+  }
+  engine::Transformer::linear(call);
+}
+
+}  // namespace calib

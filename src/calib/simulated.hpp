@@ -1,0 +1,46 @@
+#pragma once
+// The fp32 engine running a quantization plan: integer weights with int8 activations go
+// through quant::linear_w8a8 / linear_w4a8 (the bit-exact integer reference of the
+// kernels), weight-only layers multiply dequantized weights by fp16-rounded inputs, and
+// the int8 KV cache is applied by quantize-dequantize after each store.
+#include <vector>
+
+#include "engine/transformer.hpp"
+#include "quant/quant.hpp"
+
+namespace calib {
+
+class SimulatedTransformer : public engine::Transformer {
+ public:
+  // `base` supplies the norms, embeddings and every layer whose plan weight is f32;
+  // `linears` holds the quantized layers in Plan::layers order (entries of f32 layers are
+  // ignored and may be empty). All three must outlive the transformer.
+  SimulatedTransformer(const model::Model& base, const quant::Plan& plan, const std::vector<quant::QuantLinear>& linears);
+
+ protected:
+  void linear(const engine::LinearCall& call) override;
+  void on_kv_stored(int layer, int pos, float* k, float* v) override;
+
+ private:
+  const quant::Plan& plan_;
+  const std::vector<quant::QuantLinear>& linears_;
+  std::vector<std::vector<float>> float_weights_;  // dequantized, for float-path layers
+  std::vector<float> x_round_;
+  std::vector<std::int8_t> qx_;
+};
+
+// Records the per-channel max |x| at each linear input site (quant::ActStats).
+class StatsTransformer : public engine::Transformer {
+ public:
+  explicit StatsTransformer(const model::Model& m);
+  const quant::ActStats& stats() const { return stats_; }
+  void count_token() { ++stats_.tokens; }
+
+ protected:
+  void linear(const engine::LinearCall& call) override;
+
+ private:
+  quant::ActStats stats_;
+};
+
+}  // namespace calib

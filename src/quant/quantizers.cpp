@@ -1,0 +1,216 @@
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "model/gguf.hpp"
+#include "quant/quant.hpp"
+
+namespace quant {
+
+std::int32_t round_saturate(float v, int qmax) {
+  const float r = std::nearbyint(v);  // default rounding mode: ties to even
+  if (!(r >= static_cast<float>(-qmax))) return r != r ? 0 : -qmax;
+  if (r > static_cast<float>(qmax)) return qmax;
+  return static_cast<std::int32_t>(r);
+}
+
+std::int32_t quantize_value(float v, float scale, int qmax) {
+  if (scale == 0.0f) return 0;
+  const float inv = 1.0f / scale;
+  return round_saturate(v * inv, qmax);
+}
+
+float int8_scale(float amax) { return amax == 0.0f ? 0.0f : amax / static_cast<float>(kInt8Max); }
+
+std::uint16_t int4_scale_f16(float amax) {
+  if (amax == 0.0f) return 0;
+  const float s = std::min(amax / static_cast<float>(kInt4Max), 65504.0f);
+  return model::gguf::float_to_fp16(s);
+}
+
+std::uint64_t fnv1a64(std::string_view bytes) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : bytes) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+float max_abs(std::span<const float> x) {
+  float m = 0.0f;
+  for (float v : x) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+const char* to_string(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::f32: return "f32";
+    case WeightFormat::f16: return "f16";
+    case WeightFormat::int8: return "int8";
+    case WeightFormat::int4: return "int4";
+  }
+  return "?";
+}
+
+const char* to_string(ActFormat f) {
+  switch (f) {
+    case ActFormat::f32: return "f32";
+    case ActFormat::f16: return "f16";
+    case ActFormat::int8_dynamic: return "int8-dynamic";
+    case ActFormat::int8_static: return "int8-static";
+  }
+  return "?";
+}
+
+WeightFormat weight_format_from_string(const std::string& s) {
+  for (auto f : {WeightFormat::f32, WeightFormat::f16, WeightFormat::int8, WeightFormat::int4})
+    if (s == to_string(f)) return f;
+  throw std::invalid_argument("unknown weight format '" + s + "'");
+}
+
+ActFormat act_format_from_string(const std::string& s) {
+  for (auto f : {ActFormat::f32, ActFormat::f16, ActFormat::int8_dynamic, ActFormat::int8_static})
+    if (s == to_string(f)) return f;
+  throw std::invalid_argument("unknown activation format '" + s + "'");
+}
+
+namespace {
+
+void check_matrix(std::span<const float> w, int rows, int cols) {
+  if (rows <= 0 || cols <= 0 || w.size() != static_cast<std::size_t>(rows) * cols)
+    throw std::invalid_argument("matrix size does not match its shape");
+  for (float v : w)
+    if (!std::isfinite(v)) throw std::invalid_argument("weight is not finite");
+}
+
+}  // namespace
+
+Int8Matrix quantize_int8(std::span<const float> w, int rows, int cols) {
+  check_matrix(w, rows, cols);
+  Int8Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.q.resize(w.size());
+  m.scale.resize(static_cast<std::size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    const auto row = w.subspan(static_cast<std::size_t>(r) * cols, static_cast<std::size_t>(cols));
+    const float s = int8_scale(max_abs(row));
+    m.scale[static_cast<std::size_t>(r)] = s;
+    std::int8_t* q = m.q.data() + static_cast<std::size_t>(r) * cols;
+    for (int c = 0; c < cols; ++c) q[c] = static_cast<std::int8_t>(quantize_value(row[static_cast<std::size_t>(c)], s, kInt8Max));
+  }
+  return m;
+}
+
+void dequantize(const Int8Matrix& m, std::span<float> out) {
+  if (out.size() != m.q.size()) throw std::invalid_argument("dequantize: size mismatch");
+  for (int r = 0; r < m.rows; ++r)
+    for (int c = 0; c < m.cols; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r) * m.cols + c;
+      out[i] = static_cast<float>(m.q[i]) * m.scale[static_cast<std::size_t>(r)];
+    }
+}
+
+int Int4Matrix::code(int r, int c) const {
+  const std::uint8_t byte = packed[static_cast<std::size_t>(r) * row_bytes() + (c / 32) * 16 + (c % 32) % 16];
+  const int nibble = (c % 32) < 16 ? (byte & 0x0F) : (byte >> 4);
+  return nibble - 8;
+}
+
+Int4Matrix quantize_int4(std::span<const float> w, int rows, int cols, int group) {
+  check_matrix(w, rows, cols);
+  if (group != 32 && group != 64 && group != 128) throw std::invalid_argument("int4 group must be 32, 64 or 128");
+  Int4Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  const int G = m.groups(), rb = m.row_bytes();
+  m.packed.assign(static_cast<std::size_t>(rows) * rb, 0x88);  // nibble 8 = code 0 (padding)
+  m.scale.resize(static_cast<std::size_t>(rows) * G);
+  for (int r = 0; r < rows; ++r) {
+    const float* row = w.data() + static_cast<std::size_t>(r) * cols;
+    std::uint8_t* out = m.packed.data() + static_cast<std::size_t>(r) * rb;
+    for (int k = 0; k < G; ++k) {
+      const int c0 = k * group, c1 = std::min(cols, c0 + group);
+      const std::uint16_t s16 = int4_scale_f16(max_abs({row + c0, static_cast<std::size_t>(c1 - c0)}));
+      m.scale[static_cast<std::size_t>(r) * G + k] = s16;
+      const float s = model::gguf::fp16_to_float(s16);
+      for (int c = c0; c < c1; ++c) {
+        const auto nibble = static_cast<std::uint8_t>(quantize_value(row[c], s, kInt4Max) + 8);
+        std::uint8_t& byte = out[(c / 32) * 16 + (c % 32) % 16];
+        byte = (c % 32) < 16 ? static_cast<std::uint8_t>((byte & 0xF0) | nibble)
+                             : static_cast<std::uint8_t>((byte & 0x0F) | (nibble << 4));
+      }
+    }
+  }
+  return m;
+}
+
+void dequantize(const Int4Matrix& m, std::span<float> out) {
+  if (out.size() != static_cast<std::size_t>(m.rows) * m.cols) throw std::invalid_argument("dequantize: size mismatch");
+  const int G = m.groups();
+  for (int r = 0; r < m.rows; ++r)
+    for (int c = 0; c < m.cols; ++c) {
+      const float s = model::gguf::fp16_to_float(m.scale[static_cast<std::size_t>(r) * G + c / m.group]);
+      out[static_cast<std::size_t>(r) * m.cols + c] = static_cast<float>(m.code(r, c)) * s;
+    }
+}
+
+std::vector<std::uint16_t> to_f16(std::span<const float> w) {
+  std::vector<std::uint16_t> out(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) out[i] = model::gguf::float_to_fp16(w[i]);
+  return out;
+}
+
+float quantize_activation_dynamic(std::span<const float> x, std::span<std::int8_t> q) {
+  const float s = int8_scale(max_abs(x));
+  quantize_activation_static(x, s, q);
+  return s;
+}
+
+void quantize_activation_static(std::span<const float> x, float s_x, std::span<std::int8_t> q) {
+  if (s_x == 0.0f) {
+    std::fill(q.begin(), q.end(), std::int8_t{0});
+    return;
+  }
+  const float inv = 1.0f / s_x;
+  for (std::size_t i = 0; i < x.size(); ++i) q[i] = static_cast<std::int8_t>(round_saturate(x[i] * inv, kInt8Max));
+}
+
+void linear_w8a8(const Int8Matrix& w, const std::int8_t* qx, float s_x, float* y) {
+#pragma omp parallel for schedule(static) if (static_cast<long>(w.rows) * w.cols > 65536)
+  for (int r = 0; r < w.rows; ++r) {
+    const std::int8_t* q = w.q.data() + static_cast<std::size_t>(r) * w.cols;
+    std::int32_t acc = 0;
+    for (int c = 0; c < w.cols; ++c) acc += static_cast<std::int32_t>(q[c]) * qx[c];
+    y[r] = (static_cast<float>(acc) * w.scale[static_cast<std::size_t>(r)]) * s_x;
+  }
+}
+
+void linear_w4a8(const Int4Matrix& w, const std::int8_t* qx, float s_x, float* y) {
+  const int G = w.groups(), rb = w.row_bytes();
+#pragma omp parallel for schedule(static) if (static_cast<long>(w.rows) * w.cols > 65536)
+  for (int r = 0; r < w.rows; ++r) {
+    const std::uint8_t* row = w.packed.data() + static_cast<std::size_t>(r) * rb;
+    float sum = 0.0f;
+    for (int k = 0; k < G; ++k) {
+      const int c0 = k * w.group, c1 = std::min(w.cols, c0 + w.group);
+      std::int32_t acc = 0;
+      for (int c = c0; c < c1; ++c) {
+        const std::uint8_t byte = row[(c / 32) * 16 + (c % 32) % 16];
+        const int code = ((c % 32) < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
+        acc += code * qx[c];
+      }
+      sum = sum + static_cast<float>(acc) * model::gguf::fp16_to_float(w.scale[static_cast<std::size_t>(r) * G + k]);
+    }
+    y[r] = sum * s_x;
+  }
+}
+
+void fake_quantize_int8(std::span<float> x) {
+  const float s = int8_scale(max_abs(x));
+  for (float& v : x) v = static_cast<float>(quantize_value(v, s, kInt8Max)) * s;
+}
+
+}  // namespace quant
