@@ -1,19 +1,23 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/quant_eval.hpp"
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
 
 namespace {
 
 struct EvalArgs {
-  std::string model, tokenizer, text;
+  std::string model, tokenizer, text, quant, schemes;
+  int group = 32;
   bool json = false;
 };
 
 void eval(const EvalArgs& a) {
   model::Model m = model::load(a.model);
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
+  if (!a.quant.empty()) return cli::eval_quantized(m, tok, a.text, a.quant, a.json);
+  if (!a.schemes.empty()) return cli::eval_schemes(m, tok, a.text, a.schemes, a.group, a.json);
   const std::string text = engine::read_text_file(a.text);
   auto sequences = engine::tokenize_stories(tok, engine::split_stories(text));
   engine::Transformer t(m);
@@ -41,6 +45,11 @@ void setup(CLI::App& root) {
   cmd->add_option("model", a->model, "Checkpoint")->required();
   cmd->add_option("--text", a->text, "Text file, one story per line")->required();
   cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin");
+  cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
+  cmd->add_option("--schemes", a->schemes, "Compare schemes (fp32,w8a8,w8a8-static,w8a8-smooth,w4a16,w4a8,mixed) "
+                                           "calibrated on the first half of --text, on its held-out half")
+      ->excludes("--quant");
+  cmd->add_option("--group", a->group, "int4 group size for --schemes")->check(CLI::IsMember({32, 64, 128}));
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { eval(*a); });
 }

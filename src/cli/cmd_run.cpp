@@ -3,13 +3,14 @@
 #include <ctime>
 
 #include "cli/command.hpp"
+#include "cli/quant_eval.hpp"
 #include "engine/generate.hpp"
 #include "model/model.hpp"
 
 namespace {
 
 struct RunArgs {
-  std::string model, tokenizer, prompt;
+  std::string model, tokenizer, prompt, quant;
   int steps = 256;
   float temperature = 1.0f, topp = 0.9f;
   unsigned long long seed = 0;
@@ -19,7 +20,9 @@ struct RunArgs {
 void run(const RunArgs& a) {
   model::Model m = model::load(a.model);
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
-  engine::Transformer t(m);
+  std::unique_ptr<cli::LoadedQuant> q = a.quant.empty() ? nullptr : cli::load_quant(m, a.quant);
+  engine::Transformer plain(m);
+  engine::Transformer& t = q ? *q->transformer : plain;
   const std::uint64_t seed = a.seed ? a.seed : static_cast<std::uint64_t>(std::time(nullptr));
   engine::Sampler sampler(m.config.vocab_size, a.temperature, a.topp, seed);
   auto on_piece = [&](const std::string& piece) {
@@ -53,6 +56,7 @@ void setup(CLI::App& root) {
   cmd->add_option("-t,--temperature", a->temperature, "0 = greedy")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("-p,--topp", a->topp, "Nucleus sampling threshold (1 = off)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("-s,--seed", a->seed, "Random seed (0 = from the clock)");
+  cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run(*a); });
 }
