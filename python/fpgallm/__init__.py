@@ -24,16 +24,18 @@ from fpgallm._core import (  # noqa: F401
     generate,
     linear_fp32,
     linear_int8,
+    linear_int8_reference,
     load,
     load_design,
     matmul_int8,
     matmul_int8_dequant,
+    matrix_unit_source,
     perplexity,
     quantize_rows,
 )
 
 __all__ = [
     "BOS", "EOS", "INT8_MAX", "InputError", "Model", "Tokenizer", "Transformer",
-    "default_design", "design_problems", "generate", "linear_fp32", "linear_int8", "load",
-    "load_design", "matmul_int8", "matmul_int8_dequant", "perplexity", "quantize_rows",
+    "default_design", "design_problems", "generate", "linear_fp32", "linear_int8", "linear_int8_reference", "load",
+    "load_design", "matmul_int8", "matmul_int8_dequant", "matrix_unit_source", "perplexity", "quantize_rows",
 ]

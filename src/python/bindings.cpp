@@ -352,5 +352,21 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("a"), py::arg("b"), "a @ b.T in fp32 with the reference engine's dot-product order");
 
-  m.attr("matrix_unit_source") = "src/python/matrix_unit.cpp (plain C++ statement of the int8 semantics)";
+  m.def(
+      "linear_int8_reference",
+      [](const FloatArray& a, const FloatArray& b, int threads) {
+        require_2d(a, "a");
+        require_2d(b, "b");
+        if (a.shape(1) != b.shape(1)) throw py::value_error("a and b must have the same number of columns");
+        const int mr = dim(a, 0), nr = dim(b, 0), k = dim(a, 1);
+        py::array_t<float> y({mr, nr});
+        const float *ad = a.data(), *bd = b.data();
+        float* out = y.mutable_data();
+        py::gil_scoped_release unlocked;
+        fp::linear_int8_reference(ad, bd, out, mr, nr, k, threads);
+        return y;
+      },
+      py::arg("a"), py::arg("b"), py::arg("threads") = 0,
+      "linear_int8 by the plain C++ statement of the contract (src/python/matrix_unit.cpp), not the kernels");
+  m.attr("matrix_unit_source") = fp::matrix_unit_source();
 }

@@ -3,10 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 #include <omp.h>
 
 #include "engine/transformer.hpp"
+#if FPGALLM_HAVE_KERNELS
+#include "kernels/matrix_unit.hpp"
+#include "kernels/vector_unit.hpp"
+#endif
 
 namespace fpgallm_python {
 
@@ -70,13 +76,67 @@ void matmul_int8_dequant(const std::int8_t* qa, const float* sa, const std::int8
     }
 }
 
-void linear_int8(const float* a, const float* b, float* y, int m_rows, int n_rows, int k, int threads) {
+void linear_int8_reference(const float* a, const float* b, float* y, int m_rows, int n_rows, int k, int threads) {
   std::vector<std::int8_t> qa(static_cast<std::size_t>(m_rows) * k), qb(static_cast<std::size_t>(n_rows) * k);
   std::vector<float> sa(static_cast<std::size_t>(m_rows)), sb(static_cast<std::size_t>(n_rows));
   quantize_rows(a, m_rows, k, qa.data(), sa.data());
   quantize_rows(b, n_rows, k, qb.data(), sb.data());
   matmul_int8_dequant(qa.data(), sa.data(), qb.data(), sb.data(), y, m_rows, n_rows, k, threads);
 }
+
+#if FPGALLM_HAVE_KERNELS
+
+namespace {
+// The instance the bindings run: the default arch::Design's matrix unit (32 x 32 MACs,
+// 128 x 256 weight tiles) and vector unit (16 lanes); 64 tokens per weight tile.
+// Integer results do not depend on these shapes (tests/kernels checks that across designs).
+using MatrixUnit = kernels::MatrixUnitConfig<32, 32, 128, 256, kKernelTokens, 1 << 20, kKernelMaxCols>;
+using VectorUnit = kernels::VectorUnitConfig<16, 8, kKernelMaxCols>;
+
+void quantize_rows_on_vector_unit(const float* x, int rows, int cols, std::int8_t* q, float* scales) {
+  for (int r = 0; r < rows; ++r)
+    scales[r] = kernels::quantize_dynamic<VectorUnit>(q + static_cast<std::size_t>(r) * cols,
+                                                      x + static_cast<std::size_t>(r) * cols, cols);
+}
+}  // namespace
+
+void linear_int8(const float* a, const float* b, float* y, int m_rows, int n_rows, int k, int threads) {
+  if (k > kKernelMaxCols || n_rows > (1 << 20))
+    throw std::invalid_argument("linear_int8: a product larger than the matrix-unit instance (" +
+                                std::to_string(kKernelMaxCols) + " columns, 2^20 rows)");
+  std::vector<std::int8_t> qa(static_cast<std::size_t>(m_rows) * k), qb(static_cast<std::size_t>(n_rows) * k);
+  std::vector<float> sa(static_cast<std::size_t>(m_rows)), sb(static_cast<std::size_t>(n_rows));
+  quantize_rows_on_vector_unit(a, m_rows, k, qa.data(), sa.data());
+  quantize_rows_on_vector_unit(b, n_rows, k, qb.data(), sb.data());
+  // Activations go through the unit kKernelTokens at a time; token blocks are independent
+  // invocations, spread over the CPU threads of the C simulation.
+  const int blocks = (m_rows + kKernelTokens - 1) / kKernelTokens;
+  const long work = static_cast<long>(m_rows) * n_rows * k;
+  const int t = thread_count(threads, work);
+#pragma omp parallel for schedule(dynamic) if (t != 1 && blocks > 1) num_threads(t > 0 ? t : omp_get_max_threads())
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int t0 = blk * kKernelTokens;
+    const int tokens = std::min(kKernelTokens, m_rows - t0);
+    kernels::matmul_w8a8<MatrixUnit>(qb.data(), sb.data(), qa.data() + static_cast<std::size_t>(t0) * k,
+                                     sa.data() + t0, y + static_cast<std::size_t>(t0) * n_rows, nullptr, tokens,
+                                     n_rows, k, n_rows);
+  }
+}
+
+const char* matrix_unit_source() {
+  return "src/kernels: kernels::matmul_w8a8 (PE 32 x SIMD 32, tiles 128 x 256, 64 tokens) and "
+         "kernels::quantize_dynamic (16 lanes)";
+}
+
+#else
+
+void linear_int8(const float* a, const float* b, float* y, int m_rows, int n_rows, int k, int threads) {
+  linear_int8_reference(a, b, y, m_rows, n_rows, k, threads);
+}
+
+const char* matrix_unit_source() { return "src/python/matrix_unit.cpp (plain C++ statement of the contract)"; }
+
+#endif
 
 void linear_fp32(const float* a, const float* b, float* y, int m_rows, int n_rows, int k) {
   for (int m = 0; m < m_rows; ++m)

@@ -12,9 +12,10 @@
 // this is W8A8 with dynamic per-token activations, bit for bit. One routine serves the
 // forward product (X W^T) and both backward products of a linear layer (dY W and dY^T X).
 //
-// NOTE: a plain C++ statement of the contract, written before the kernels' matrix unit
-// (src/kernels/matrix_unit.hpp) landed; the tests check it against an independent numpy
-// statement of the same contract.
+// linear_int8 runs on the accelerator's own kernels (kernels::quantize_dynamic and
+// kernels::matmul_w8a8 of src/kernels, the HLS C++ in C simulation) when they are built;
+// the *_reference functions are a plain C++ statement of the same contract, kept as the
+// second implementation the tests compare against (besides an independent numpy one).
 #include <cstdint>
 #include <vector>
 
@@ -36,7 +37,16 @@ void matmul_int8_dequant(const std::int8_t* qa, const float* sa, const std::int8
 
 // The whole product of a linear layer on the matrix unit: quantize both operands per row,
 // multiply, dequantize. y [m_rows][n_rows] ~= a [m_rows][k] * b [n_rows][k]^T.
+// Throws std::invalid_argument when k exceeds kKernelMaxCols.
 void linear_int8(const float* a, const float* b, float* y, int m_rows, int n_rows, int k, int threads = 0);
+// The same with quantize_rows and matmul_int8_dequant above (no kernels).
+void linear_int8_reference(const float* a, const float* b, float* y, int m_rows, int n_rows, int k,
+                           int threads = 0);
+// Which implementation linear_int8 runs, for reports.
+const char* matrix_unit_source();
+
+constexpr int kKernelTokens = 64;       // activation rows per matrix-unit invocation
+constexpr int kKernelMaxCols = 131072;  // longest contraction of the instance (int32 bound: 133,000)
 
 // The same product in fp32 with the reference engine's dot-product order (engine::matvec),
 // for modules run without quantization.

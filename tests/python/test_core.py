@@ -76,11 +76,26 @@ def test_linear_int8_matches_contract_and_bound(m, n, k):
     qa, sa = fpgallm.quantize_rows(a)
     qb, sb = fpgallm.quantize_rows(b)
     assert np.array_equal(fpgallm.matmul_int8_dequant(qa, sa, qb, sb), y)
+    assert np.array_equal(fpgallm.linear_int8_reference(a, b), y)
     exact = a.astype(np.float64) @ b.astype(np.float64).T
     bound = product_error_bound(a, b)
     # the bound covers the quantization; fp32 rounding of the result adds a few ulps
     assert (np.abs(y - exact) <= bound * 1.0001 + np.abs(exact) * 1e-6).all()
     assert np.abs(y - exact).max() > 0  # it did quantize
+
+
+def test_kernel_path_over_token_blocks_and_threads():
+    """Many tokens (several 64-token invocations of the matrix unit, in parallel), zero
+    rows, a contraction longer than one 256-column tile: still the contract, bit for bit."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((200, 700)).astype(np.float32)
+    a[5] = 0
+    b = rng.standard_normal((300, 700)).astype(np.float32)
+    ref = contract_linear(a, b)
+    for threads in (1, 2, 0):
+        assert np.array_equal(fpgallm.linear_int8(a, b, threads), ref)
+    assert not ref[5].any()
+    assert fpgallm.matrix_unit_source
 
 
 def test_linear_fp32_matches_double():
