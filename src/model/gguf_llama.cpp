@@ -162,15 +162,22 @@ std::optional<Tokenizer> tokenizer_from_gguf(const gguf::Reader& r, int vocab_si
   return Tokenizer(std::move(pieces), std::move(scores));
 }
 
-Model load_gguf(const std::string& path) {
-  gguf::Reader r(path);
+Model load_gguf(const std::string& path) { return load_gguf(gguf::Reader(path)); }
+
+Model load_gguf(const gguf::Reader& r) {
   Model m;
   m.config = llama_config_from_gguf(r);
   const Config& c = m.config;
   m.source_format = Format::gguf;
-  m.source_path = path;
-  m.weights = allocate_weights(c);
-  auto fill = [&](const std::string& name, std::vector<std::uint64_t> dims, std::vector<float>& dst) {
+  m.source_path = r.source();
+  // Every tensor is checked (present, shape, type) before anything is allocated, so the
+  // allocation is bounded by what the file really holds.
+  struct Load {
+    const gguf::TensorInfo* tensor;
+    std::vector<float>* dst;
+  };
+  std::vector<Load> loads;
+  auto plan = [&](const std::string& name, std::vector<std::uint64_t> dims) {
     const gguf::TensorInfo& t = r.tensor(name);
     if (t.dims != dims)
       r.fail(fmt::format("tensor '{}' has shape [{}], expected [{}] from the metadata", name, fmt::join(t.dims, ", "),
@@ -179,20 +186,30 @@ Model load_gguf(const std::string& path) {
     if (!tr || !tr->dequantizable)
       r.fail(fmt::format("tensor '{}' has ggml type {}, which fpgallm cannot dequantize (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
                          name, gguf::type_name(t.type)));
-    gguf::dequantize(t.type, r.tensor_bytes(t), dst);
+    loads.push_back({&t, nullptr});
   };
   const auto dim = static_cast<std::uint64_t>(c.dim);
-  fill("token_embd.weight", {dim, static_cast<std::uint64_t>(c.vocab_size)}, m.weights.token_embedding);
+  plan("token_embd.weight", {dim, static_cast<std::uint64_t>(c.vocab_size)});
   for (int l = 0; l < c.n_layers; ++l) {
-    auto& lw = m.weights.layers[static_cast<std::size_t>(l)];
-    fill(fmt::format("blk.{}.attn_norm.weight", l), {dim}, lw.attn_norm);
-    fill(fmt::format("blk.{}.ffn_norm.weight", l), {dim}, lw.ffn_norm);
-    for (Linear which : kBlockLinears)
-      fill(gguf_tensor_name(l, which), gguf_matrix_dims(linear_shape(c, which)), lw.linear(which));
+    plan(fmt::format("blk.{}.attn_norm.weight", l), {dim});
+    plan(fmt::format("blk.{}.ffn_norm.weight", l), {dim});
+    for (Linear which : kBlockLinears) plan(gguf_tensor_name(l, which), gguf_matrix_dims(linear_shape(c, which)));
   }
-  fill("output_norm.weight", {dim}, m.weights.final_norm);
-  if (!c.shared_classifier) fill("output.weight", gguf_matrix_dims(linear_shape(c, Linear::cls)), m.weights.classifier);
+  plan("output_norm.weight", {dim});
+  if (!c.shared_classifier) plan("output.weight", gguf_matrix_dims(linear_shape(c, Linear::cls)));
   m.tokenizer = tokenizer_from_gguf(r, c.vocab_size);
+
+  m.weights = allocate_weights(c);
+  std::size_t k = 0;
+  loads[k++].dst = &m.weights.token_embedding;
+  for (auto& lw : m.weights.layers) {
+    loads[k++].dst = &lw.attn_norm;
+    loads[k++].dst = &lw.ffn_norm;
+    for (Linear which : kBlockLinears) loads[k++].dst = &lw.linear(which);
+  }
+  loads[k++].dst = &m.weights.final_norm;
+  if (!c.shared_classifier) loads[k++].dst = &m.weights.classifier;
+  for (const auto& l : loads) gguf::dequantize(l.tensor->type, r.tensor_bytes(*l.tensor), *l.dst);
   return m;
 }
 

@@ -32,6 +32,9 @@ Config llama_config_from_gguf(const gguf::Reader& r);
 // SentencePiece ("llama") vocabulary. Throws InputError when its size differs from vocab_size.
 std::optional<Tokenizer> tokenizer_from_gguf(const gguf::Reader& r, int vocab_size);
 
+// load_gguf (model.hpp) on an already parsed file.
+Model load_gguf(const gguf::Reader& r);
+
 // How save_gguf stores matrices; norms (1-D) are always F32, and a matrix whose rows are not
 // a whole number of blocks of the chosen type is stored as F16 instead (as llama.cpp does).
 void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_type = gguf::GgmlType::f32,

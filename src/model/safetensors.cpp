@@ -333,7 +333,9 @@ Model load_safetensors_dir(const std::string& dir_name) {
       if (!index.emplace(t.name, std::make_pair(&f, &t)).second)
         throw fpgallm::InputError(f.source(), fmt::format("tensor '{}' also appears in another shard", t.name));
 
-  m.weights = allocate_weights(c);
+  // Two passes: every tensor is checked (present, shape, dtype) before anything is
+  // allocated, so the allocation is bounded by what the files really hold.
+  bool allocated = false;
   auto fill = [&](const std::string& name, std::vector<std::uint64_t> shape, std::vector<float>& dst) {
     auto it = index.find(name);
     if (it == index.end()) throw fpgallm::InputError(dir_name, fmt::format("tensor '{}' is missing", name));
@@ -341,23 +343,37 @@ Model load_safetensors_dir(const std::string& dir_name) {
     if (t->shape != shape)
       throw fpgallm::InputError(file->source(), fmt::format("tensor '{}' has shape [{}], expected [{}] from config.json", name,
                                                             fmt::join(t->shape, ", "), fmt::join(shape, ", ")));
-    file->read_floats(*t, dst);
+    if (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16")
+      throw fpgallm::InputError(file->source(), fmt::format("tensor '{}' has dtype {} (F32, F16 or BF16 supported)", name, t->dtype));
+    if (allocated) file->read_floats(*t, dst);
   };
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      m.weights = allocate_weights(c);
+      allocated = true;
+    }
   auto matrix = [](MatrixShape s) {
     return std::vector<std::uint64_t>{static_cast<std::uint64_t>(s.rows), static_cast<std::uint64_t>(s.cols)};
   };
   const auto dim = static_cast<std::uint64_t>(c.dim);
-  fill("model.embed_tokens.weight", matrix(linear_shape(c, Linear::cls)), m.weights.token_embedding);
+  std::vector<float> none;
+  auto& w = m.weights;
+  auto dst = [&](std::vector<float>& v) -> std::vector<float>& { return allocated ? v : none; };
+  fill("model.embed_tokens.weight", matrix(linear_shape(c, Linear::cls)), dst(w.token_embedding));
   for (int l = 0; l < c.n_layers; ++l) {
-    auto& lw = m.weights.layers[static_cast<std::size_t>(l)];
+    LayerWeights placeholder;
+    auto& lw = allocated ? w.layers[static_cast<std::size_t>(l)] : placeholder;
     fill(fmt::format("model.layers.{}.input_layernorm.weight", l), {dim}, lw.attn_norm);
     fill(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {dim}, lw.ffn_norm);
     for (Linear which : kBlockLinears) fill(st::hf_tensor_name(l, which), matrix(linear_shape(c, which)), lw.linear(which));
-    st::hf_to_interleaved(lw.wq, c.n_heads, c.head_dim(), c.dim);
-    st::hf_to_interleaved(lw.wk, c.n_kv_heads, c.head_dim(), c.dim);
+    if (allocated) {
+      st::hf_to_interleaved(lw.wq, c.n_heads, c.head_dim(), c.dim);
+      st::hf_to_interleaved(lw.wk, c.n_kv_heads, c.head_dim(), c.dim);
+    }
   }
-  fill("model.norm.weight", {dim}, m.weights.final_norm);
-  if (!c.shared_classifier) fill("lm_head.weight", matrix(linear_shape(c, Linear::cls)), m.weights.classifier);
+  fill("model.norm.weight", {dim}, dst(w.final_norm));
+  if (!c.shared_classifier) fill("lm_head.weight", matrix(linear_shape(c, Linear::cls)), dst(w.classifier));
+  }
   return m;
 }
 

@@ -16,6 +16,7 @@ Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores)
   for (std::size_t i = 0; i < pieces_.size(); ++i) index_.emplace(pieces_[i], static_cast<int>(i));
   int byte0 = lookup("<0x00>");
   if (byte0 >= 0) byte_token_base_ = byte0;
+  has_byte_tokens_ = byte_token_base_ + 255 < vocab_size();
 }
 
 Tokenizer Tokenizer::load_llama2c(const std::string& path, int vocab_size) {
@@ -68,7 +69,9 @@ int Tokenizer::lookup(std::string_view s) const {
 std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) const {
   std::vector<int> tokens;
   tokens.reserve(text.size() + 3);
-  if (bos) tokens.push_back(kBos);
+  const int vocab = vocab_size();
+  if (vocab == 0) return tokens;
+  if (bos && kBos < vocab) tokens.push_back(kBos);
   if (!text.empty()) {
     int space = lookup(" ");
     if (space >= 0) tokens.push_back(space);
@@ -84,8 +87,9 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     if (id >= 0) {
       tokens.push_back(id);
     } else {
+      // Byte fallback; a vocabulary without byte tokens maps the byte to id 0 (<unk>).
       for (std::size_t k = 0; k < len; ++k)
-        tokens.push_back(static_cast<unsigned char>(text[i + k]) + byte_token_base_);
+        tokens.push_back(has_byte_tokens_ ? static_cast<unsigned char>(text[i + k]) + byte_token_base_ : 0);
     }
     i += len;
   }
@@ -110,7 +114,7 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     tokens[best_at] = best_id;
     tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
   }
-  if (eos) tokens.push_back(kEos);
+  if (eos && kEos < vocab) tokens.push_back(kEos);
   return tokens;
 }
 

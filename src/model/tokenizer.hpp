@@ -43,6 +43,7 @@ class Tokenizer {
   std::vector<float> scores_;
   std::unordered_map<std::string, int> index_;
   int byte_token_base_ = 3;  // id of "<0x00>"
+  bool has_byte_tokens_ = false;  // all 256 byte tokens exist from byte_token_base_
 };
 
 }  // namespace model
