@@ -1,0 +1,118 @@
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "cli/command.hpp"
+#include "dse/dse.hpp"
+#include "model/model.hpp"
+#include "report/svg.hpp"
+#include "util/error.hpp"
+#include "util/paths.hpp"
+
+namespace {
+
+struct PlanArgs {
+  std::string model, device, objective = "decode-tps", scheme = "int8", output, svg;
+  int batch = 1, context = 0, prompt = 128, max_cards = 4;
+  bool json = false;
+};
+
+void run(const PlanArgs& a) {
+  const model::Model m = model::load_or_preset(a.model);
+  const hw::Device& dev = hw::find_device(a.device);
+  dse::Request req;
+  req.config = m.config;
+  if (req.config.name.empty()) req.config.name = a.model;
+  req.precision = graph::parse_scheme(a.scheme);
+  req.scenario.batch = a.batch;
+  req.scenario.prompt = a.prompt;
+  req.scenario.context = a.context > 0 ? a.context : m.config.seq_len;
+  req.max_cards = a.max_cards;
+  const dse::Objective obj = dse::objective_from_string(a.objective);
+  const perf::Workloads w = perf::lower(req.config, req.precision, req.scenario);
+  const dse::DeviceResult r = dse::explore_device(dev, req, obj, w);
+  if (!r.fits()) {
+    std::string why = r.why_not.empty() ? "no design fits" : r.why_not.front();
+    throw fpgallm::InputError(a.device, fmt::format("{} at {} with context {} fits no design on {} cards or fewer ({}); "
+                                                    "would fit with {}",
+                                                    req.config.name, a.scheme, req.scenario.context, a.max_cards, why,
+                                                    dse::fit_suggestion(req, dev)));
+  }
+  const dse::Candidate& best = r.best();
+  nlohmann::json out = best.design;
+  out["model"] = req.config.name;
+  out["quant"] = graph::to_string(req.precision);
+  out["predicted"] = perf::summary_json(best.prediction);
+  out["predicted"].erase("assumptions");
+  out["assumptions"] = best.prediction.assumptions;
+  out["objective"] = dse::to_string(obj);
+  if (!a.output.empty()) {
+    out.erase("objective");  // design.json holds the design, its figures and assumptions only
+    fpgallm::write_file_atomic(a.output, out.dump(2) + "\n");
+    out["objective"] = dse::to_string(obj);
+  }
+  if (!a.svg.empty()) {
+    std::vector<report::Point> pts;
+    for (const auto& c : r.ranked)
+      pts.push_back({c.design.name, c.prediction.decode_tokens_per_s, c.prediction.joules_per_token, false, false});
+    for (const auto& c : r.pareto)
+      pts.push_back({fmt::format("{} {}", arch::to_string(c.design.style), c.design.name),
+                     c.prediction.decode_tokens_per_s, c.prediction.joules_per_token, true, false});
+    const std::string svg = report::side_by_side(
+        report::roofline_svg(best.prediction, fmt::format("{} on {}: roofline ({})", req.config.name, dev.id, best.design.name)),
+        report::scatter_svg(pts, fmt::format("designs explored on {} ({} fit)", dev.id, r.ranked.size()),
+                            "decode tokens/s", "joules per token"));
+    fpgallm::write_file_atomic(a.svg, svg);
+  }
+  if (a.json) {
+    out["method"] = r.method;
+    out["evaluated"] = r.evaluated;
+    out["rejected_resources"] = r.rejected_resources;
+    out["rejected_memory"] = r.rejected_memory;
+    cli::print_json(out);
+    return;
+  }
+  const auto& p = best.prediction;
+  const auto& d = best.design;
+  std::printf("plan for %s on %s (%s), objective %s\n", req.config.name.c_str(), dev.name.c_str(), dev.id.c_str(),
+              dse::to_string(obj));
+  for (const auto& s : r.method) std::printf("  %s\n", s.c_str());
+  std::printf("\ndesign %s: %s, %d x %d MACs (%d-bit weights) at %.0f MHz, tiles %d x %d, %d card(s), %s\n",
+              d.name.c_str(), arch::to_string(d.style), d.matrix_unit.rows, d.matrix_unit.cols, d.matrix_unit.weight_bits,
+              d.clock_mhz, d.tiling.tile_rows, d.tiling.tile_cols, d.parallel.cards, best.binding.c_str());
+  std::printf("memory: %s\n", p.placement.c_str());
+  std::printf("batch %d, prompt %d, context %d\n", p.scenario.batch, p.scenario.prompt, p.scenario.context);
+  std::printf("  prefill          %10.2f ms   (%.0f tokens/s)\n", 1e3 * p.prefill_s, p.prefill_tokens_per_s);
+  std::printf("  decode step      %10.3f ms   (%.1f tokens/s)\n", 1e3 * p.decode_step_s, p.decode_tokens_per_s);
+  std::printf("  power            %10.1f W    %.3g J/token\n", p.watts, p.joules_per_token);
+  if (p.usd_per_mtoken > 0) std::printf("  cost             %10.3f USD per million tokens\n", p.usd_per_mtoken);
+  std::printf("  decode time: compute %.3f ms, memory %.3f ms, fixed latencies %.3f ms, host %.3f ms\n",
+              1e3 * p.decode.compute_s, 1e3 * p.decode.memory_s, 1e3 * p.decode.fixed_s, 1e3 * p.decode.host_s);
+  std::printf("\nassumptions:\n");
+  for (const auto& as : p.assumptions) std::printf("  %-24s %-10.4g %-10s %s\n", as.name.c_str(), as.value, as.unit.c_str(), as.source.c_str());
+  std::printf("\n%d designs evaluated, %d over a resource ceiling, %d without memory for weights + KV cache\n", r.evaluated,
+              r.rejected_resources, r.rejected_memory);
+  if (!a.output.empty()) std::printf("wrote %s\n", a.output.c_str());
+  if (!a.svg.empty()) std::printf("wrote %s\n", a.svg.c_str());
+}
+
+void setup(CLI::App& root) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* cmd = root.add_subcommand("plan", "Choose the best accelerator design for a model on one card and predict it");
+  cmd->add_option("model", a->model, "Checkpoint or preset name (fpgallm presets)")->required();
+  cmd->add_option("--device", a->device, "Device id (fpgallm devices)")->required();
+  cmd->add_option("--objective", a->objective, "decode-tps | prefill-latency | tokens-per-joule | usd-per-mtoken");
+  cmd->add_option("--scheme", a->scheme, "Quantization scheme: int8, int4, w4a8-g128, ... (default int8)");
+  cmd->add_option("--batch", a->batch, "Sequences decoded together")->check(CLI::Range(1, 4096));
+  cmd->add_option("--context", a->context, "Context the KV cache is sized for (default: the model's)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--prompt", a->prompt, "Prompt tokens for the prefill figure")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-cards", a->max_cards, "Largest number of cards to split the model over")->check(CLI::Range(1, 64));
+  cmd->add_option("-o,--output", a->output, "Write the design (with predicted figures and assumptions) to this design.json");
+  cmd->add_option("--svg", a->svg, "Write the roofline and the Pareto front of the explored designs");
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace
+
+FPGALLM_COMMAND("plan", setup);

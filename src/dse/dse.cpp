@@ -1,0 +1,394 @@
+#include "dse/dse.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "hw/resources.hpp"
+#include "util/error.hpp"
+
+namespace dse {
+
+const char* to_string(Objective o) {
+  switch (o) {
+    case Objective::decode_tps: return "decode-tps";
+    case Objective::prefill_latency: return "prefill-latency";
+    case Objective::tokens_per_joule: return "tokens-per-joule";
+    case Objective::usd_per_mtoken: return "usd-per-mtoken";
+  }
+  return "?";
+}
+
+Objective objective_from_string(const std::string& s) {
+  for (Objective o : {Objective::decode_tps, Objective::prefill_latency, Objective::tokens_per_joule,
+                      Objective::usd_per_mtoken})
+    if (s == to_string(o)) return o;
+  throw fpgallm::InputError("--objective",
+                            "'" + s + "' is not one of decode-tps, prefill-latency, tokens-per-joule, usd-per-mtoken");
+}
+
+double score(const perf::Prediction& p, Objective o) {
+  const double worst = -std::numeric_limits<double>::infinity();
+  switch (o) {
+    case Objective::decode_tps: return p.decode_tokens_per_s;
+    case Objective::prefill_latency: return -p.prefill_s;
+    case Objective::tokens_per_joule: return p.joules_per_token > 0 ? 1.0 / p.joules_per_token : worst;
+    case Objective::usd_per_mtoken: return p.usd_per_mtoken > 0 ? -p.usd_per_mtoken : worst;
+  }
+  return worst;
+}
+
+namespace {
+
+constexpr double kGB = 1e9;
+
+int pow2_floor(double v) {
+  int p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+std::int64_t pow2_ceil(double v) {
+  std::int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+double max_activation_bytes(const graph::Workload& w) {
+  double m = 0;
+  for (const auto& op : w.ops) m = std::max(m, op.activation_bytes);
+  return m;
+}
+
+// Pareto front in (decode tokens/s up, joules/token down); candidates without a power
+// estimate compare on tokens/s alone.
+std::vector<Candidate> pareto_front(const std::vector<Candidate>& all) {
+  std::vector<Candidate> front;
+  for (const auto& a : all) {
+    bool dominated = false;
+    for (const auto& b : all) {
+      const auto &pa = a.prediction, &pb = b.prediction;
+      const double ja = pa.joules_per_token > 0 ? pa.joules_per_token : 1e30;
+      const double jb = pb.joules_per_token > 0 ? pb.joules_per_token : 1e30;
+      if (pb.decode_tokens_per_s >= pa.decode_tokens_per_s && jb <= ja &&
+          (pb.decode_tokens_per_s > pa.decode_tokens_per_s || jb < ja)) {
+        dominated = true;
+        break;
+      }
+    }
+    if (!dominated) front.push_back(a);
+  }
+  std::sort(front.begin(), front.end(), [](const Candidate& a, const Candidate& b) {
+    return a.prediction.decode_tokens_per_s < b.prediction.decode_tokens_per_s;
+  });
+  // Identical designs in performance (e.g. two tilings) appear once.
+  front.erase(std::unique(front.begin(), front.end(),
+                          [](const Candidate& a, const Candidate& b) {
+                            return a.prediction.decode_tokens_per_s == b.prediction.decode_tokens_per_s &&
+                                   a.prediction.joules_per_token == b.prediction.joules_per_token;
+                          }),
+              front.end());
+  return front;
+}
+
+DeviceResult explore_gpu(const hw::Device& dev, const Request& req, Objective obj, const perf::Workloads& w) {
+  DeviceResult r;
+  r.device = dev.id;
+  r.kind = hw::Kind::gpu;
+  const double need = w.decode.model_weight_bytes() + w.decode.kv_cache_bytes(req.scenario.context);
+  const double cap = dev.memory_capacity_gb() * kGB;
+  for (int cards = 1; cards <= 8; cards *= 2) {
+    if (cap <= 0 || need > cap * cards) continue;
+    try {
+      Candidate c;
+      c.design.name = dev.id;
+      c.design.device = dev.id;
+      c.design.parallel.cards = cards;
+      c.prediction = perf::predict_gpu(dev, w, cards, perf::GpuStack::graphs);
+      ++r.evaluated;
+      r.ranked.push_back(c);
+    } catch (const fpgallm::InputError& e) {
+      r.why_not.push_back(e.what());
+    }
+    break;
+  }
+  if (r.ranked.empty() && r.why_not.empty())
+    r.why_not.push_back(fmt::format("weights + KV cache ({:.1f} GB) exceed 8 x {:.0f} GB", need / kGB, cap / kGB));
+  r.pareto = r.ranked;
+  (void)obj;
+  return r;
+}
+
+}  // namespace
+
+DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective obj, const perf::Workloads& w) {
+  if (dev.kind == hw::Kind::gpu) return explore_gpu(dev, req, obj, w);
+  DeviceResult r;
+  r.device = dev.id;
+  r.kind = hw::Kind::fpga;
+  const perf::Constants& k = perf::constants();
+  const graph::Precision& prec = req.precision;
+
+  // 1. Bit widths from the scheme.
+  if (prec.float_weights) {
+    r.why_not.push_back(fmt::format("the FPGA overlay computes with 8- or 4-bit integer weights; {} needs --scheme int8 or int4",
+                                    graph::to_string(prec)));
+    return r;
+  }
+  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) {
+    r.why_not.push_back("no off-chip memory bandwidth figure for " + dev.id + " in data/devices.json");
+    return r;
+  }
+  const int weight_bits = prec.weight_bits <= 4 ? 4 : 8;
+  const int kv_bits = prec.kv_bits <= 8 ? 8 : 16;
+  r.method.push_back(fmt::format("1. bit widths from the scheme {}: {}-bit weights, 8-bit activations, {}-bit KV cache",
+                                 graph::to_string(prec), weight_bits, kv_bits));
+
+  const double clock_mhz = std::min(dev.kernel_clock_mhz.or_else(300.0), dev.max_clock_mhz.or_else(1000.0));
+  const auto& pool = dev.memory.front();
+  const int channels = pool.channels.has() ? std::max(1, int(*pool.channels)) : 1;
+  const double weight_bytes = w.decode.model_weight_bytes();
+  const double kv_bytes = w.decode.kv_cache_bytes(req.scenario.context);
+  const double onchip = dev.onchip_mb.or_else(0) * 1e6 * k.onchip_usable_fraction.value;
+
+  // 2. Bandwidth decides the useful MAC count: weights per cycle delivered x reuse.
+  arch::Design probe;
+  probe.clock_mhz = clock_mhz;
+  const double bw = perf::usable_bandwidth(probe, dev);
+  const double reuse = std::min<double>(req.scenario.batch, 64);
+  const double weights_per_cycle = bw / (clock_mhz * 1e6) * 8.0 / weight_bits;
+  const double useful_macs = weights_per_cycle * reuse;
+  r.method.push_back(fmt::format(
+      "2. {:.0f} GB/s usable at {:.0f} MHz deliver {:.0f} weights per cycle; with reuse {} the useful matrix unit has about "
+      "{:.0f} MACs (batch 1 decode is bandwidth-bound: more MACs only wait)",
+      bw / kGB, clock_mhz, weights_per_cycle, reuse, useful_macs));
+
+  // 4. Residency first at batch 1: weights on chip when they fit.
+  const bool resident = weight_bytes <= onchip;
+  const double act_need = std::max(max_activation_bytes(w.decode), 64.0 * 1024);
+  std::vector<std::pair<int, int>> shapes;
+  for (int rows : {4, 8, 16, 32, 64, 128})
+    for (int cols : {16, 32, 64, 128, 256}) {
+      const double macs = double(rows) * cols;
+      if (macs < useful_macs / 8 || macs > std::max(useful_macs * 8, 1024.0)) continue;
+      if (rows > cols) continue;  // a wide dot product per row keeps the input vector shared
+      shapes.emplace_back(rows, cols);
+    }
+  if (shapes.empty()) shapes = {{8, 32}, {16, 64}, {32, 64}};
+  r.method.push_back(fmt::format("3. matrix units from {} to {} MACs, tiles matched to {} x 512-bit ports; clock {:.0f} MHz "
+                                 "(derated 15% above 75% of any resource ceiling)",
+                                 shapes.front().first * shapes.front().second,
+                                 shapes.back().first * shapes.back().second, channels, clock_mhz));
+
+  const std::string residency = (resident ? fmt::format("4. weights ({:.2f} MB) fit on chip ({:.1f} MB usable): dataflow design with "
+                                            "weights resident, no weight traffic",
+                                            weight_bytes / 1e6, onchip / 1e6)
+                              : fmt::format("4. weights ({:.2f} GB) exceed on-chip memory ({:.1f} MB usable): weights stream "
+                                            "from {}",
+                                            weight_bytes / kGB, onchip / 1e6, pool.kind));
+
+  r.method.push_back(residency);
+  std::vector<Candidate> all;
+  for (int cards = 1; cards <= req.max_cards; cards *= 2) {
+    if (cards > 1 && !all.empty()) break;  // more cards only when one does not fit
+    for (bool dataflow : {true, false}) {
+      if (dataflow && !(weight_bytes / cards <= onchip)) continue;
+      for (auto [rows, cols] : shapes)
+        for (int tile_mult : {2, 8})
+          for (int kv_share : {0, 4}) {
+            arch::Design d;
+            d.name = fmt::format("{}-{}x{}", dev.id, rows, cols);
+            d.device = dev.id;
+            d.style = dataflow ? arch::Style::dataflow : arch::Style::overlay;
+            d.clock_mhz = clock_mhz;
+            d.matrix_unit.rows = rows;
+            d.matrix_unit.cols = cols;
+            d.matrix_unit.weight_bits = weight_bits;
+            d.matrix_unit.pipeline_depth = 8 + int(std::log2(cols));
+            d.vector_unit.lanes = std::clamp(cols / 2, 8, 64);
+            d.tiling.tile_rows = rows * 2;
+            d.tiling.tile_cols = std::min(cols * tile_mult, 4096);
+            d.tiling.prefill_block = 64;
+            const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * weight_bits / 8;
+            d.buffers.weight_bytes = dataflow ? std::max<std::int64_t>(pow2_ceil(weight_bytes / cards), 2 * tile_bytes)
+                                              : 2 * tile_bytes;
+            d.buffers.activation_bytes = pow2_ceil(act_need);
+            const double onchip_left = onchip - (dataflow ? weight_bytes / cards : 0);
+            d.buffers.kv_bytes = kv_bytes / cards <= 0.5 * onchip_left ? pow2_ceil(kv_bytes / cards) : 0;
+            d.memory.kv_channels = kv_share ? std::max(1, channels / kv_share) : 0;
+            if (kv_share && channels < 2) continue;
+            d.memory.weight_channels = std::max(1, channels - d.memory.kv_channels);
+            d.memory.activation_channels = 0;
+            d.parallel.cards = cards;
+            d.parallel.split = cards > 1 ? arch::Split::tensor : arch::Split::none;
+            d.batch = req.scenario.batch;
+            d.context = req.scenario.context;
+            d.kv_bits = kv_bits;
+            if (!d.problems().empty()) continue;
+            ++r.evaluated;
+            hw::Utilization use;
+            try {
+              use = hw::estimate_resources(d, dev);
+              double worst = 0;
+              for (const auto& line : use.lines)
+                if (line.ceiling > 0) worst = std::max(worst, line.used / line.ceiling);
+              if (use.fits && worst > 0.75) {  // routing congestion: the clock drops
+                d.clock_mhz = std::round(clock_mhz * 0.85);
+                use = hw::estimate_resources(d, dev);
+              }
+            } catch (const fpgallm::InputError& e) {
+              r.why_not.push_back(e.what());
+              return r;
+            }
+            if (!use.fits) {
+              ++r.rejected_resources;
+              if (r.rejected_resources == 1)
+                for (const auto& o : use.overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
+              continue;
+            }
+            Candidate c;
+            c.design = d;
+            c.prediction = perf::predict(d, dev, w);
+            if (!c.prediction.fits_memory) {
+              ++r.rejected_memory;
+              if (r.rejected_memory == 1) r.why_not.push_back(c.prediction.placement);
+              continue;
+            }
+            const hw::Resource b = use.binding();
+            const auto& bl = use.line(b);
+            c.binding_fraction = bl.ceiling > 0 ? bl.used / bl.ceiling : 0;
+            c.binding = fmt::format("{} {:.0f}% of ceiling", hw::to_string(b), 100 * c.binding_fraction);
+            all.push_back(std::move(c));
+          }
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
+    const double sa = score(a.prediction, obj), sb = score(b.prediction, obj);
+    if (sa != sb) return sa > sb;
+    return a.binding_fraction < b.binding_fraction;  // equal figures: the smaller design
+  });
+  r.pareto = pareto_front(all);
+  if (all.size() > 24) all.resize(24);
+  r.ranked = std::move(all);
+  if (r.ranked.empty() && r.why_not.empty()) r.why_not.push_back("no design of the explored space fits");
+  return r;
+}
+
+std::string fit_suggestion(const Request& req, const hw::Device& dev) {
+  const perf::Workloads w = perf::lower(req.config, req.precision, req.scenario);
+  const double weights = w.decode.model_weight_bytes(), kv = w.decode.kv_cache_bytes(req.scenario.context);
+  const double cap = dev.memory_capacity_gb() * kGB;
+  std::vector<std::string> options;
+  if (cap <= 0) return "the device has no off-chip memory figure";
+  if (req.precision.weight_bits > 4) {
+    graph::Precision p4 = req.precision;
+    p4.weight_bits = 4;
+    p4.float_weights = false;
+    p4.act_bits = std::min(p4.act_bits, 8);
+    const double w4 = perf::lower(req.config, p4, req.scenario).decode.model_weight_bytes();
+    if (w4 + kv <= cap) options.push_back(fmt::format("int4 weights ({:.2f} GB + {:.2f} GB KV)", w4 / kGB, kv / kGB));
+  }
+  const int cards = int(std::ceil((weights + kv) / cap));
+  if (cards > 1) options.push_back(fmt::format("{} cards (tensor parallel, {:.2f} GB each)", pow2_ceil(cards), (weights + kv) / pow2_ceil(cards) / kGB));
+  if (weights < cap && kv > 0) {
+    const int ctx = int(req.scenario.context * (cap - weights) / kv);
+    if (ctx >= 16) options.push_back(fmt::format("a context of at most {} positions", ctx));
+  }
+  std::string s;
+  for (const auto& o : options) s += (s.empty() ? "" : ", or ") + o;
+  return s.empty() ? "a card with more memory" : s;
+}
+
+Exploration explore(const std::vector<const hw::Device*>& devices, const Request& req, Objective obj) {
+  Exploration e;
+  const perf::Workloads w = perf::lower(req.config, req.precision, req.scenario);
+  for (const hw::Device* d : devices) e.devices.push_back(explore_device(*d, req, obj, w));
+  std::stable_sort(e.devices.begin(), e.devices.end(), [&](const DeviceResult& a, const DeviceResult& b) {
+    if (a.fits() != b.fits()) return a.fits();
+    if (!a.fits()) return false;
+    return score(a.best().prediction, obj) > score(b.best().prediction, obj);
+  });
+
+  // Advice in plain words.
+  const double weights = w.decode.model_weight_bytes(), kv = w.decode.kv_cache_bytes(req.scenario.context);
+  const std::string model = req.config.name.empty() ? "the model" : req.config.name;
+  for (const auto& r : e.devices) {
+    const hw::Device* dev = hw::lookup_device(r.device);
+    if (!r.fits()) {
+      if (dev && dev->memory_capacity_gb() > 0 && weights + kv > dev->memory_capacity_gb() * kGB)
+        e.advice.push_back(fmt::format("{} does not fit {} at {} ({:.2f} GB weights + {:.2f} GB KV cache at context {} > {:.0f} GB): "
+                                       "use {}",
+                                       model, r.device, graph::to_string(req.precision), weights / kGB, kv / kGB,
+                                       req.scenario.context, dev->memory_capacity_gb(), fit_suggestion(req, *dev)));
+      continue;
+    }
+    const auto& best = r.best();
+    if (best.design.style == arch::Style::dataflow && r.kind == hw::Kind::fpga)
+      e.advice.push_back(fmt::format("{}: the weights ({:.2f} MB) fit on chip: a dataflow design with resident weights "
+                                     "reaches {:.0f} tokens/s",
+                                     r.device, weights / 1e6, best.prediction.decode_tokens_per_s));
+  }
+  // Bandwidth-bound at batch 1: a cheaper card may reach the same tokens/s.
+  for (const auto& r : e.devices) {
+    if (!r.fits() || r.kind != hw::Kind::fpga || req.scenario.batch != 1) continue;
+    const auto& p = r.best().prediction;
+    if (p.decode.memory_s < 0.5 * p.decode.seconds) continue;
+    const hw::Device* dev = hw::lookup_device(r.device);
+    if (!dev || !dev->price_usd.has()) continue;
+    for (const auto& other : e.devices) {
+      if (&other == &r || !other.fits() || other.kind != hw::Kind::fpga) continue;
+      const hw::Device* od = hw::lookup_device(other.device);
+      if (!od || !od->price_usd.has() || *od->price_usd >= *dev->price_usd) continue;
+      if (other.best().prediction.decode_tokens_per_s >= 0.9 * p.decode_tokens_per_s) {
+        e.advice.push_back(fmt::format("{} is bandwidth-bound at batch 1 ({:.0f} tokens/s); {} reaches {:.0f} tokens/s for "
+                                       "${:.0f} instead of ${:.0f}",
+                                       r.device, p.decode_tokens_per_s, other.device,
+                                       other.best().prediction.decode_tokens_per_s, *od->price_usd, *dev->price_usd));
+        break;
+      }
+    }
+  }
+  // Best FPGA against best GPU.
+  const DeviceResult *fpga = nullptr, *gpu = nullptr;
+  for (const auto& r : e.devices) {
+    if (!r.fits()) continue;
+    if (r.kind == hw::Kind::fpga && !fpga) fpga = &r;
+    if (r.kind == hw::Kind::gpu && !gpu) gpu = &r;
+  }
+  if (fpga && gpu)
+    e.advice.push_back(fmt::format("by {}: best FPGA {} ({:.1f} tokens/s, {:.3g} J/token), best GPU {} ({:.1f} tokens/s, "
+                                   "{:.3g} J/token, CUDA-graph serving stack)",
+                                   to_string(obj), fpga->device, fpga->best().prediction.decode_tokens_per_s,
+                                   fpga->best().prediction.joules_per_token, gpu->device,
+                                   gpu->best().prediction.decode_tokens_per_s, gpu->best().prediction.joules_per_token));
+  return e;
+}
+
+void to_json(nlohmann::json& j, const Candidate& c) {
+  j = {{"design", c.design}, {"prediction", perf::summary_json(c.prediction)}, {"binding_resource", c.binding}};
+}
+
+void to_json(nlohmann::json& j, const DeviceResult& r) {
+  j = {{"device", r.device},
+       {"kind", hw::to_string(r.kind)},
+       {"fits", r.fits()},
+       {"evaluated", r.evaluated},
+       {"rejected_resources", r.rejected_resources},
+       {"rejected_memory", r.rejected_memory},
+       {"why_not", r.why_not},
+       {"method", r.method}};
+  if (r.fits()) j["best"] = r.best();
+  j["pareto"] = nlohmann::json::array();
+  for (const auto& c : r.pareto)
+    j["pareto"].push_back({{"design", c.design.name},
+                           {"style", arch::to_string(c.design.style)},
+                           {"macs", c.design.matrix_unit.rows * c.design.matrix_unit.cols},
+                           {"decode_tokens_per_s", c.prediction.decode_tokens_per_s},
+                           {"joules_per_token", c.prediction.joules_per_token}});
+}
+
+void to_json(nlohmann::json& j, const Exploration& e) { j = {{"devices", e.devices}, {"advice", e.advice}}; }
+
+}  // namespace dse

@@ -1,0 +1,83 @@
+#pragma once
+// dse: design-space exploration. For one card it enumerates the accelerator designs the
+// method below allows, prunes those that do not fit (hw's resource model; off-chip memory
+// with the KV cache at the requested context), predicts the rest with perf, ranks them by
+// an objective and keeps the Pareto front of tokens/s against joules/token.
+//
+// The method, in the order experienced FPGA designers apply it:
+//  1. the bit widths come from the quantization scheme (or plan);
+//  2. the off-chip bandwidth decides the tiling: the MACs worth building are those that
+//     consume weights as fast as memory delivers them, times the reuse of each fetched
+//     tile (batch, prefill block); more MACs at batch 1 only wait;
+//  3. the tile decides the parallelism, matched to the memory ports that feed it (one
+//     512-bit port per channel; buffer banking multiplies BRAM; a congested chip loses clock);
+//  4. at batch 1, residency before compute: a model whose weights fit on chip gets a
+//     dataflow design with no weight traffic; otherwise weights stream.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "arch/design.hpp"
+#include "graph/workload.hpp"
+#include "hw/device.hpp"
+#include "perf/perf.hpp"
+
+namespace dse {
+
+enum class Objective { decode_tps, prefill_latency, tokens_per_joule, usd_per_mtoken };
+const char* to_string(Objective o);
+// Throws fpgallm::InputError("--objective", ...) for an unknown name.
+Objective objective_from_string(const std::string& s);
+
+struct Request {
+  model::Config config;
+  graph::Precision precision;
+  perf::Scenario scenario;  // batch, prompt, context
+  int max_cards = 4;
+};
+
+struct Candidate {
+  arch::Design design;
+  perf::Prediction prediction;
+  std::string binding;         // the resource closest to its ceiling ("dsp 62% of ceiling")
+  double binding_fraction = 0; // used / ceiling of that resource
+};
+
+struct DeviceResult {
+  std::string device;
+  hw::Kind kind = hw::Kind::fpga;
+  std::vector<Candidate> ranked;  // best first (at most a few dozen kept)
+  std::vector<Candidate> pareto;  // non-dominated in (decode tokens/s up, joules/token down)
+  int evaluated = 0;
+  int rejected_resources = 0;
+  int rejected_memory = 0;
+  std::vector<std::string> why_not;  // when nothing fits: the reasons, in words
+  std::vector<std::string> method;   // what each step of the method decided
+
+  bool fits() const { return !ranked.empty(); }
+  const Candidate& best() const { return ranked.front(); }
+};
+
+// Higher is better for every objective (latencies and costs are negated).
+double score(const perf::Prediction& p, Objective o);
+
+// FPGA: the design-space search. GPU: the baseline on the fewest GPUs (up to 8) that hold
+// the model, with the CUDA-graph serving stack.
+DeviceResult explore_device(const hw::Device& device, const Request& request, Objective objective,
+                            const perf::Workloads& workloads);
+
+struct Exploration {
+  std::vector<DeviceResult> devices;  // ranked by the objective, those that fit first
+  std::vector<std::string> advice;    // plain words
+};
+Exploration explore(const std::vector<const hw::Device*>& devices, const Request& request, Objective objective);
+
+// What would make the model fit: "int4 weights (3.4 GB)", "2 cards", "a context of 1024".
+std::string fit_suggestion(const Request& request, const hw::Device& device);
+
+void to_json(nlohmann::json& j, const Candidate& c);
+void to_json(nlohmann::json& j, const DeviceResult& r);
+void to_json(nlohmann::json& j, const Exploration& e);
+
+}  // namespace dse

@@ -1,0 +1,208 @@
+#include "report/svg.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace report {
+
+namespace {
+
+constexpr double kW = 680, kH = 460;                       // one panel
+constexpr double kLeft = 80, kRight = 20, kTop = 40, kBottom = 60;  // plot margins
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else o += c;
+  }
+  return o;
+}
+
+std::string si(double v) {
+  const char* units[] = {"", "k", "M", "G", "T", "P"};
+  int i = 0;
+  double a = v;
+  while (std::fabs(a) >= 1000 && i < 5) {
+    a /= 1000;
+    ++i;
+  }
+  if (std::fabs(v) < 1 && v != 0) return fmt::format("{:g}", v);
+  return fmt::format("{:.3g}{}", a, units[i]);
+}
+
+// Log-log axes over [x0, x1] x [y0, y1] (decades).
+struct Axes {
+  double x0, x1, y0, y1;
+  double px(double x) const { return kLeft + (std::log10(x) - x0) / (x1 - x0) * (kW - kLeft - kRight); }
+  double py(double y) const { return kH - kBottom - (std::log10(y) - y0) / (y1 - y0) * (kH - kTop - kBottom); }
+};
+
+std::string header(const std::string& title) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
+      "<text x=\"{2}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{3}</text>\n",
+      kW, kH, kLeft, escape(title));
+}
+
+std::string frame(const Axes& a, const std::string& x_label, const std::string& y_label) {
+  std::string s;
+  const double l = kLeft, r = kW - kRight, t = kTop, b = kH - kBottom;
+  for (int d = int(std::floor(a.x0)); d <= int(std::ceil(a.x1)); ++d) {
+    const double x = a.px(std::pow(10.0, d));
+    if (x < l - 0.5 || x > r + 0.5) continue;
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#e4e4e4\"/>\n", x, t, b);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x, b + 16, si(std::pow(10.0, d)));
+  }
+  for (int d = int(std::floor(a.y0)); d <= int(std::ceil(a.y1)); ++d) {
+    const double y = a.py(std::pow(10.0, d));
+    if (y < t - 0.5 || y > b + 0.5) continue;
+    s += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#e4e4e4\"/>\n", l, y, r);
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", l - 6, y + 4, si(std::pow(10.0, d)));
+  }
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", l, t, r - l, b - t);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", (l + r) / 2, kH - 20, escape(x_label));
+  s += fmt::format("<text x=\"18\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {:.1f})\">{}</text>\n",
+                   (t + b) / 2, (t + b) / 2, escape(y_label));
+  return s;
+}
+
+// "blk.3.wq" -> "wq"; "blk.3.attn.score" -> "attn.score".
+std::string op_family(const std::string& name) {
+  if (name.rfind("blk.", 0) == 0) {
+    const auto dot = name.find('.', 4);
+    if (dot != std::string::npos) return name.substr(dot + 1);
+  }
+  return name;
+}
+
+}  // namespace
+
+std::string roofline_svg(const perf::Prediction& p, const std::string& title) {
+  struct Agg {
+    double flops = 0, bytes = 0, seconds = 0;
+  };
+  // Per phase and family of operation, summed over layers.
+  std::map<std::pair<int, std::string>, Agg> agg;
+  int phase = 0;
+  for (const perf::PhaseTime* ph : {&p.prefill, &p.decode}) {
+    for (const auto& o : ph->ops) {
+      if (o.flops <= 0 || o.time_s <= 0) continue;
+      auto& a = agg[{phase, op_family(o.name)}];
+      a.flops += o.flops;
+      a.bytes += o.offchip_bytes;
+      a.seconds += o.time_s;
+    }
+    ++phase;
+  }
+  const double peak = p.peak_ops_per_s, bw = p.peak_bytes_per_s;
+  double max_intensity = 10, min_intensity = 0.1, min_rate = peak / 1e4;
+  for (const auto& [key, a] : agg) {
+    if (a.bytes > 0) {
+      max_intensity = std::max(max_intensity, a.flops / a.bytes);
+      min_intensity = std::min(min_intensity, a.flops / a.bytes);
+    }
+    min_rate = std::min(min_rate, a.flops / a.seconds);
+  }
+  const double on_chip_x = max_intensity * 4;  // where operations without off-chip traffic are drawn
+  Axes ax{std::floor(std::log10(min_intensity)), std::ceil(std::log10(on_chip_x * 2)),
+          std::floor(std::log10(std::max(min_rate, 1.0))), std::ceil(std::log10(peak * 2))};
+  std::string s = header(title) + frame(ax, "arithmetic intensity (FLOP per off-chip byte)", "FLOP/s (per card set)");
+  // Roofs.
+  const double ridge = peak / bw;
+  const double xa = std::pow(10.0, ax.x0), xb = std::pow(10.0, ax.x1);
+  const double ya = std::max(bw * xa, std::pow(10.0, ax.y0));
+  const double xs = ya / bw;
+  s += fmt::format("<polyline fill=\"none\" stroke=\"#222\" stroke-width=\"2\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\"/>\n",
+                   ax.px(xs), ax.py(ya), ax.px(ridge), ax.py(peak), ax.px(xb), ax.py(peak));
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">peak {}FLOP/s</text>\n", kW - kRight - 4,
+                   ax.py(peak) - 6, si(peak));
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" transform=\"rotate(-32 {:.1f} {:.1f})\">{}B/s off-chip</text>\n",
+                   ax.px(ridge / 30), ax.py(peak / 30) - 8, ax.px(ridge / 30), ax.py(peak / 30) - 8, si(bw));
+  // Operations.
+  const char* colors[] = {"#d95f02", "#1b6ac9"};
+  for (const auto& [key, a] : agg) {
+    const double x = a.bytes > 0 ? a.flops / a.bytes : on_chip_x;
+    const double y = a.flops / a.seconds;
+    s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"5\" fill=\"{}\" fill-opacity=\"0.75\"/>\n", ax.px(x), ax.py(y),
+                     colors[key.first]);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", ax.px(x) + 7, ax.py(y) + 3,
+                     colors[key.first], escape(key.second));
+  }
+  s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#999\" stroke-dasharray=\"4 3\"/>\n",
+                   ax.px(on_chip_x), kTop, kH - kBottom);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" fill=\"#666\" text-anchor=\"end\">on chip</text>\n",
+                   ax.px(on_chip_x) - 3, kTop + 12);
+  // Legend.
+  s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">prefill ({} tokens)</text>\n",
+                   kLeft + 14, kTop + 16, colors[0], kLeft + 24, kTop + 20, p.scenario.prompt * p.scenario.batch);
+  s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">decode (batch {}, context {})</text>\n",
+                   kLeft + 14, kTop + 34, colors[1], kLeft + 24, kTop + 38, p.scenario.batch, p.scenario.context);
+  s += "</svg>\n";
+  return s;
+}
+
+std::string scatter_svg(const std::vector<Point>& points, const std::string& title, const std::string& x_label,
+                        const std::string& y_label) {
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  for (const auto& p : points) {
+    if (p.x <= 0 || p.y <= 0) continue;
+    x0 = std::min(x0, p.x);
+    x1 = std::max(x1, p.x);
+    y0 = std::min(y0, p.y);
+    y1 = std::max(y1, p.y);
+  }
+  if (x0 > x1) x0 = y0 = 1, x1 = y1 = 10;
+  Axes ax{std::floor(std::log10(x0)), std::ceil(std::log10(x1 * 1.5)), std::floor(std::log10(y0)),
+          std::ceil(std::log10(y1 * 1.5))};
+  if (ax.x1 <= ax.x0) ax.x1 = ax.x0 + 1;
+  if (ax.y1 <= ax.y0) ax.y1 = ax.y0 + 1;
+  std::string s = header(title) + frame(ax, x_label, y_label);
+  std::vector<Point> front;
+  for (const auto& p : points)
+    if (p.front && p.x > 0 && p.y > 0) front.push_back(p);
+  std::sort(front.begin(), front.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
+  if (front.size() > 1) {
+    s += "<polyline fill=\"none\" stroke=\"#1b9e77\" stroke-width=\"2\" points=\"";
+    for (const auto& p : front) s += fmt::format("{:.1f},{:.1f} ", ax.px(p.x), ax.py(p.y));
+    s += "\"/>\n";
+  }
+  for (const auto& p : points) {
+    if (p.x <= 0 || p.y <= 0) continue;
+    const char* color = p.gpu ? "#7570b3" : (p.front ? "#1b9e77" : "#999999");
+    if (p.gpu)
+      s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"9\" height=\"9\" fill=\"{}\"/>\n", ax.px(p.x) - 4.5,
+                       ax.py(p.y) - 4.5, color);
+    else
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" fill-opacity=\"0.8\"/>\n", ax.px(p.x),
+                       ax.py(p.y), p.front ? 5 : 3.5, color);
+    if (p.front || p.gpu)
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", ax.px(p.x) + 7,
+                       ax.py(p.y) - 5, color, escape(p.label));
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#1b9e77\">green: Pareto front</text>\n", kLeft + 8, kTop + 16);
+  s += "</svg>\n";
+  return s;
+}
+
+std::string side_by_side(const std::string& left, const std::string& right) {
+  auto strip = [](const std::string& svg) {
+    const auto start = svg.find('>') + 1;
+    const auto end = svg.rfind("</svg>");
+    return svg.substr(start, end - start);
+  };
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
+      "<g>{2}</g>\n<g transform=\"translate({3} 0)\">{4}</g>\n</svg>\n",
+      2 * kW, kH, strip(left), kW, strip(right));
+}
+
+}  // namespace report

@@ -1,0 +1,140 @@
+// Design-space exploration: advice that matches the physics, plans that fit their device,
+// and one-line errors for bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "dse/dse.hpp"
+#include "hw/resources.hpp"
+#include "model/model.hpp"
+#include "model/presets.hpp"
+#include "testing.hpp"
+#include "util/error.hpp"
+#include "util/paths.hpp"
+
+namespace {
+
+dse::Request request(const model::Config& c, const std::string& scheme, int context) {
+  dse::Request r;
+  r.config = c;
+  r.precision = graph::parse_scheme(scheme);
+  r.scenario.context = context;
+  r.scenario.prompt = 128;
+  r.max_cards = 1;
+  return r;
+}
+
+dse::DeviceResult explore_one(const dse::Request& r, const std::string& device) {
+  return dse::explore_device(hw::find_device(device), r, dse::Objective::decode_tps,
+                             perf::lower(r.config, r.precision, r.scenario));
+}
+
+TEST(Dse, SevenBillionInt8WithFp16KvDoesNotFitAnHbmOnly8GbCard) {
+  // LLaMA2-7B: 6.74 GB of int8 weights + 2.15 GB of fp16 KV cache at 4096 positions > 8 GB (U50, no DDR).
+  const auto r = explore_one(request(*model::find_preset("llama2-7b"), "int8-kv16", 4096), "u50");
+  EXPECT_FALSE(r.fits());
+  ASSERT_FALSE(r.why_not.empty());
+  EXPECT_NE(r.why_not.front().find("KV cache"), std::string::npos) << r.why_not.front();
+  // The same model at a 512 context fits: the KV cache, not the weights, tipped it over.
+  EXPECT_TRUE(explore_one(request(*model::find_preset("llama2-7b"), "int8-kv16", 512), "u50").fits());
+  // What would make it fit is said in words.
+  const std::string s = dse::fit_suggestion(request(*model::find_preset("llama2-7b"), "int8-kv16", 4096), hw::find_device("u50"));
+  EXPECT_NE(s.find("int4"), std::string::npos) << s;
+}
+
+TEST(Dse, TinyModelFitsOnChipOfEveryAlveoCard) {
+  const model::Model m = model::load(testing_support::stories260k());
+  for (const char* id : {"u50", "u55c", "u200", "u250", "u280"}) {
+    const auto r = explore_one(request(m.config, "int8", 512), id);
+    ASSERT_TRUE(r.fits()) << id;
+    bool resident = false;
+    for (const auto& c : r.ranked) resident = resident || c.design.style == arch::Style::dataflow;
+    EXPECT_TRUE(resident) << id << ": no design with the weights on chip";
+    EXPECT_NE(r.method.back().find("fit on chip"), std::string::npos) << id;
+  }
+}
+
+TEST(Dse, PlannedDesignsNeverExceedAnyResource) {
+  for (const char* id : {"u50", "u55c", "u280", "u250", "f1"}) {
+    const auto r = explore_one(request(*model::find_preset("tinyllama-1.1b"), "int4", 2048), id);
+    ASSERT_TRUE(r.fits()) << id;
+    for (const auto& c : r.ranked) {
+      const hw::Utilization u = hw::estimate_resources(c.design, hw::find_device(id));
+      EXPECT_TRUE(u.fits) << id << " " << c.design.name;
+      for (const auto& line : u.lines) EXPECT_LE(line.used, line.ceiling) << id << " " << hw::to_string(line.resource);
+      EXPECT_TRUE(c.design.problems().empty());
+    }
+  }
+}
+
+TEST(Dse, BandwidthBoundAtBatchOneMoreMacsDoNotHelp) {
+  // Every ranked design on the U280 decodes LLaMA2-7B within a few percent of the best:
+  // the memory, not the matrix unit, sets the speed.
+  const auto r = explore_one(request(*model::find_preset("llama2-7b"), "int8", 1024), "u280");
+  ASSERT_TRUE(r.fits());
+  const auto& best = r.best().prediction;
+  EXPECT_GT(best.decode.memory_s, 0.5 * best.decode_step_s);
+  const double bound = best.weight_bytes / best.peak_bytes_per_s;
+  EXPECT_GE(best.decode_step_s, bound);
+}
+
+TEST(Dse, ObjectiveNamesAndScores) {
+  EXPECT_EQ(dse::objective_from_string("tokens-per-joule"), dse::Objective::tokens_per_joule);
+  EXPECT_THROW(dse::objective_from_string("fastest"), fpgallm::InputError);
+  perf::Prediction p;
+  p.decode_tokens_per_s = 10;
+  p.prefill_s = 2;
+  p.joules_per_token = 0.5;
+  EXPECT_DOUBLE_EQ(dse::score(p, dse::Objective::decode_tps), 10);
+  EXPECT_DOUBLE_EQ(dse::score(p, dse::Objective::prefill_latency), -2);
+  EXPECT_DOUBLE_EQ(dse::score(p, dse::Objective::tokens_per_joule), 2);
+}
+
+TEST(Dse, PlanWritesALoadableDesignWithPredictions) {
+  const std::string dir = testing_support::scratch_dir("dse_plan");
+  const auto r = testing_support::run_fpgallm("plan stories110m --device u280 -o " + dir + "/d.json --svg " + dir + "/p.svg");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const arch::Design d = arch::load(dir + "/d.json");
+  EXPECT_EQ(d.device, "u280");
+  const auto j = nlohmann::json::parse(testing_support::read_bytes(dir + "/d.json"));
+  EXPECT_GT(j.at("predicted").at("decode_tokens_per_s").get<double>(), 0);
+  EXPECT_FALSE(j.at("assumptions").empty());
+  EXPECT_NE(testing_support::read_bytes(dir + "/p.svg").find("<svg"), std::string::npos);
+}
+
+TEST(Dse, BadInputGivesOneLineAndExitTwo) {
+  const std::string dir = testing_support::scratch_dir("dse_bad");
+  auto one_line = [](const std::string& err) { return !err.empty() && err.find('\n') == err.size() - 1; };
+  auto r = testing_support::run_fpgallm("plan llama2-7b --device u28 -o " + dir + "/x.json");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(one_line(r.err)) << r.err;
+  EXPECT_NE(r.err.find("u280"), std::string::npos) << r.err;  // close names
+  r = testing_support::run_fpgallm("plan llama2-70b --device u280 --max-cards 1 -o " + dir + "/x.json");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(one_line(r.err)) << r.err;
+  EXPECT_NE(r.err.find("would fit with"), std::string::npos) << r.err;
+  r = testing_support::run_fpgallm("explore llama2-70b --devices u50,kv260 --max-cards 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(one_line(r.err)) << r.err;
+  r = testing_support::run_fpgallm("plan stories15m --device u280 --objective fastest");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_FALSE(std::ifstream(dir + "/x.json").good());  // no partial output
+  // A design.json with a field out of range.
+  testing_support::write_bytes(dir + "/bad.json", R"({"device": "u280", "matrix_unit": {"rows": 3}})");
+  EXPECT_THROW(arch::load(dir + "/bad.json"), fpgallm::InputError);
+}
+
+TEST(Dse, ExploreRanksCardsAndGivesAdvice) {
+  const auto r = testing_support::run_fpgallm("explore llama2-7b --devices u280,u50,a100-80gb,kv260 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("devices").size(), 4u);
+  EXPECT_FALSE(j.at("advice").empty());
+  // KV260 (4 GB) cannot hold 6.7 GB of int8 weights.
+  bool kv260_said = false;
+  for (const auto& a : j.at("advice")) kv260_said = kv260_said || a.get<std::string>().find("kv260") != std::string::npos;
+  EXPECT_TRUE(kv260_said);
+}
+
+}  // namespace
