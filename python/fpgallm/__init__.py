@@ -11,6 +11,7 @@ keeps the accelerator busy: ``fpgallm.pipeline``. Neither is imported here, so
 ``import fpgallm`` needs neither torch nor numpy.
 """
 
+from fpgallm import _core
 from fpgallm._core import (  # noqa: F401
     BOS,
     EOS,
@@ -39,3 +40,10 @@ __all__ = [
     "default_design", "design_problems", "generate", "linear_fp32", "linear_int8", "linear_int8_reference", "load",
     "load_design", "matmul_int8", "matmul_int8_dequant", "matrix_unit_source", "perplexity", "quantize_rows",
 ]
+
+# Planning and simulation, present when the build has those modules (perf, hw, sim).
+for _name in ("devices", "predict", "simulate"):
+    if hasattr(_core, _name):
+        globals()[_name] = getattr(_core, _name)
+        __all__.append(_name)
+del _name

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,17 @@
 #include "model/tokenizer.hpp"
 #include "python/matrix_unit.hpp"
 #include "util/error.hpp"
+#if FPGALLM_HAVE_PERF && FPGALLM_HAVE_HW && FPGALLM_HAVE_GRAPH
+#define FPGALLM_PYTHON_PREDICT 1
+#include "graph/workload.hpp"
+#include "hw/device.hpp"
+#include "perf/perf.hpp"
+#endif
+#if FPGALLM_HAVE_SIM && FPGALLM_HAVE_HW
+#define FPGALLM_PYTHON_SIMULATE 1
+#include "hw/device.hpp"
+#include "sim/simulate.hpp"
+#endif
 
 namespace py = pybind11;
 namespace fp = fpgallm_python;
@@ -81,6 +93,23 @@ py::array weight_view(const std::shared_ptr<model::Model>& m, const std::vector<
   py::array a(py::dtype::of<float>(), std::move(shape), {}, w.data(), py::cast(m));
   py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return a;
+}
+
+// A design given as a design.json path or a dict (validated either way).
+arch::Design design_of(const py::object& design) {
+  if (py::isinstance<py::str>(design)) return arch::load(design.cast<std::string>());
+  if (!py::isinstance<py::dict>(design)) throw py::type_error("design: a design.json path or a dict");
+  arch::Design d;
+  arch::from_json(from_python(design), d);
+  const auto problems = d.problems();
+  if (!problems.empty()) throw fpgallm::InputError("design", problems.front());
+  return d;
+}
+
+// A model given as a Model, or a checkpoint path / preset name.
+model::Config config_of(const py::object& m) {
+  if (py::isinstance<model::Model>(m)) return m.cast<const model::Model&>().config;
+  return model::load_or_preset(m.cast<std::string>()).config;
 }
 
 py::dict generation_dict(const engine::Generation& g) {
@@ -267,6 +296,61 @@ PYBIND11_MODULE(_core, m) {
     arch::to_json(j, arch::Design{});
     return to_python(j);
   });
+
+#if FPGALLM_PYTHON_PREDICT
+  m.def(
+      "devices",
+      [] {
+        std::vector<std::string> ids;
+        for (const auto& d : hw::devices()) ids.push_back(d.id);
+        return ids;
+      },
+      "Ids of the cards and GPUs in data/devices.json");
+  m.def(
+      "predict",
+      [](const py::object& mdl, const py::object& design, const std::string& device, const std::string& scheme,
+         int batch, int prompt, int context) {
+        const model::Config config = config_of(mdl);
+        const arch::Design d = design_of(design);
+        const hw::Device& dev = hw::find_device(device.empty() ? d.device : device);
+        nlohmann::json j;
+        {
+          py::gil_scoped_release unlocked;
+          const perf::Workloads w = perf::lower(config, graph::parse_scheme(scheme), {batch, prompt, context});
+          perf::to_json(j, perf::predict(d, dev, w));
+        }
+        return to_python(j);
+      },
+      py::arg("model"), py::arg("design"), py::arg("device") = "", py::arg("scheme") = "int8", py::arg("batch") = 1,
+      py::arg("prompt") = 128, py::arg("context") = 512,
+      "Analytical prediction (perf::predict) of a design on its device (or `device`), with its assumptions");
+#endif
+#if FPGALLM_PYTHON_SIMULATE
+  m.def(
+      "simulate",
+      [](const py::object& mdl, const py::object& design, const std::string& device, const std::string& stage,
+         int prompt, int context) {
+        const model::Config config = config_of(mdl);
+        const arch::Design d = design_of(design);
+        const hw::Device& dev = hw::find_device(device.empty() ? d.device : device);
+        sim::Options o;
+        if (stage == "decode") o.stage = arch::Stage::decode;
+        else if (stage == "prefill") o.stage = arch::Stage::prefill;
+        else throw fpgallm::InputError("stage", "'" + stage + "' is not prefill or decode");
+        o.prompt = prompt;
+        o.context = context > 0 ? context : std::min(d.context, config.seq_len);
+        nlohmann::json j;
+        {
+          py::gil_scoped_release unlocked;
+          sim::to_json(j, sim::simulate(config, d, dev, o));
+        }
+        return to_python(j);
+      },
+      py::arg("model"), py::arg("design"), py::arg("device") = "", py::arg("stage") = "decode",
+      py::arg("prompt") = 128, py::arg("context") = 0,
+      "Cycle-level simulation (sim::simulate) of a design running one decode step (at `context`, default "
+      "the design's context capped by the model's) or a prefill of `prompt` tokens, as `fpgallm simulate`");
+#endif
 
   // ---- int8 matrix unit -------------------------------------------------------------------
   m.attr("INT8_MAX") = fp::kInt8Max;

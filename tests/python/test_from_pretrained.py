@@ -40,6 +40,44 @@ def test_greedy_tokens_match_fpgallm_run(fp32_cli_tokens, accelerator, quant):
     assert net.generate([fpgallm.BOS], STEPS) == fp32_cli_tokens
 
 
+def test_w8a8_greedy_tokens_match_fpgallm_run_quant(tmp_path):
+    """The same W8A8 scheme on both sides: `fpgallm quantize --scheme w8a8` + `fpgallm run
+    --quant` (the engine's simulated quantization, docs/quantization.md) against
+    from_pretrained(quant="w8a8") (the kernels' matrix unit, weights quantized on the fly
+    per output channel, activations per token).
+
+    The integer products agree bit for bit, but norms, RoPE and softmax are torch's fp32
+    (summation order differs from the engine's by ulps), and an int8 rounding can amplify
+    an ulp. So: teacher-forced on the command's 200 tokens, the torch model's greedy choice
+    equals the command's at every position except near-ties (top two within 0.1%), and the
+    free-running greedy sequences agree at least up to the first such near-tie (measured:
+    147 identical tokens, then 272 vs 270 with logits 13.817 vs 13.809)."""
+    binary = fpgallm_binary()
+    usage = subprocess.run([binary, "run", "--help"], capture_output=True, text=True).stdout
+    if "--quant" not in usage:
+        pytest.skip("this fpgallm has no run --quant")
+    qmodel = tmp_path / "w8a8.gguf"
+    subprocess.run([binary, "quantize", MODEL, "--calib", SAMPLE_TEXT, "-z", TOKENIZER, "--scheme", "w8a8", "-o",
+                    str(qmodel)], check=True, capture_output=True, timeout=240)
+    expected = cli_greedy_tokens("--quant", str(qmodel))
+    torch.set_num_threads(1)
+    net = ft.from_pretrained(MODEL, quant="w8a8")
+    with torch.no_grad():
+        logits = net(torch.tensor([expected[:-1]]))[0]
+    near_ties = []
+    for pos in range(len(expected) - 1):
+        choice, wanted = int(logits[pos].argmax()), expected[pos + 1]
+        if choice != wanted:
+            margin = float(logits[pos, choice] - logits[pos, wanted])
+            assert margin <= 1e-3 * float(logits[pos].abs().max()), (pos, choice, wanted, margin)
+            near_ties.append(pos)
+    assert len(near_ties) <= 3
+    generated = net.generate([fpgallm.BOS], STEPS)
+    first_diff = next((i for i, (a, b) in enumerate(zip(generated, expected)) if a != b), len(expected))
+    first_tie = near_ties[0] + 1 if near_ties else len(expected)
+    assert first_diff >= min(first_tie, 100)
+
+
 def test_w8a8_logits_close_to_the_fp32_engine():
     """The W8A8 model (int8 matrix unit) against the fp32 engine on a validation story:
     NMSE of the logits <= 1e-2 per position on average, and the same top token at >= 90%
