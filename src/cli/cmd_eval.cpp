@@ -1,14 +1,16 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/accel_backend.hpp"
 #include "cli/quant_eval.hpp"
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
+#include "util/error.hpp"
 
 namespace {
 
 struct EvalArgs {
-  std::string model, tokenizer, text, quant, schemes;
+  std::string model, tokenizer, text, quant, schemes, backend = "ref", design;
   int group = 32;
   bool json = false;
 };
@@ -16,6 +18,8 @@ struct EvalArgs {
 void eval(const EvalArgs& a) {
   model::Model m = model::load(a.model);
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
+  if (a.backend == "accel") return cli::eval_accel(m, tok, a.text, a.quant, a.design, a.json);
+  if (!a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
   if (!a.quant.empty()) return cli::eval_quantized(m, tok, a.text, a.quant, a.json);
   if (!a.schemes.empty()) return cli::eval_schemes(m, tok, a.text, a.schemes, a.group, a.json);
   const std::string text = engine::read_text_file(a.text);
@@ -45,6 +49,10 @@ void setup(CLI::App& root) {
   cmd->add_option("model", a->model, "Checkpoint")->required();
   cmd->add_option("--text", a->text, "Text file, one story per line")->required();
   cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin");
+  cmd->add_option("--backend", a->backend, "ref: the fp32 engine (simulated quantization with --quant); accel: the "
+                                          "accelerator's HLS kernels in C simulation (needs --quant)")
+      ->check(CLI::IsMember({"ref", "accel"}));
+  cmd->add_option("--design", a->design, "design.json of the accelerator for --backend accel (default: arch::Design{})");
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
   cmd->add_option("--schemes", a->schemes, "Compare schemes (fp32,w8a8,w8a8-static,w8a8-smooth,w4a16,w4a8,mixed) "
                                            "calibrated on the first half of --text, on its held-out half")

@@ -2,15 +2,18 @@
 #include <cstdio>
 #include <ctime>
 
+#include "arch/design.hpp"
 #include "cli/command.hpp"
 #include "cli/quant_eval.hpp"
+#include "cli/accel_backend.hpp"
 #include "engine/generate.hpp"
 #include "model/model.hpp"
+#include "util/error.hpp"
 
 namespace {
 
 struct RunArgs {
-  std::string model, tokenizer, prompt, quant;
+  std::string model, tokenizer, prompt, quant, backend = "ref", design;
   int steps = 256;
   float temperature = 1.0f, topp = 0.9f;
   unsigned long long seed = 0;
@@ -22,7 +25,10 @@ void run(const RunArgs& a) {
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
   std::unique_ptr<cli::LoadedQuant> q = a.quant.empty() ? nullptr : cli::load_quant(m, a.quant);
   engine::Transformer plain(m);
-  engine::Transformer& t = q ? *q->transformer : plain;
+  std::unique_ptr<engine::AccelTransformer> accel;
+  if (a.backend == "accel") accel = cli::make_accel(q.get(), a.design);
+  else if (!a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
+  engine::Transformer& t = accel ? *accel : q ? *q->transformer : plain;
   const std::uint64_t seed = a.seed ? a.seed : static_cast<std::uint64_t>(std::time(nullptr));
   engine::Sampler sampler(m.config.vocab_size, a.temperature, a.topp, seed);
   auto on_piece = [&](const std::string& piece) {
@@ -35,7 +41,7 @@ void run(const RunArgs& a) {
   const double tps = g.seconds_after_first > 0 ? steps_after_first / g.seconds_after_first : 0;
   if (a.json) {
     cli::print_json({{"model", a.model},
-                     {"backend", "ref"},
+                     {"backend", a.backend},
                      {"prompt_tokens", g.prompt_tokens},
                      {"tokens", g.tokens},
                      {"text", g.text},
@@ -56,6 +62,10 @@ void setup(CLI::App& root) {
   cmd->add_option("-t,--temperature", a->temperature, "0 = greedy")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("-p,--topp", a->topp, "Nucleus sampling threshold (1 = off)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("-s,--seed", a->seed, "Random seed (0 = from the clock)");
+  cmd->add_option("--backend", a->backend, "ref: the fp32 engine (simulated quantization with --quant); accel: the "
+                                          "accelerator's HLS kernels in C simulation (needs --quant)")
+      ->check(CLI::IsMember({"ref", "accel"}));
+  cmd->add_option("--design", a->design, "design.json of the accelerator for --backend accel (default: arch::Design{})");
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run(*a); });

@@ -76,12 +76,13 @@ inline void load_activation_tile(i8 xbuf[CFG::max_tokens][CFG::tile_cols], const
 template <class CFG>
 inline void load_weight_tile_i8(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const i8* w, int rows, int cols, int r0,
                                 int c0) {
+  const int valid_cols = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;
   for (int r = 0; r < CFG::tile_rows; ++r) {
-    const bool row_in = r0 + r < rows;
-    const i8* src = w + static_cast<long>(r0 + r) * cols + c0;
+    const int n = r0 + r < rows ? valid_cols : 0;  // columns of this row inside the matrix
+    const i8* src = w + static_cast<long>(r0 + r < rows ? r0 + r : 0) * cols + c0;
     for (int c = 0; c < CFG::tile_cols; ++c) {
 #pragma HLS PIPELINE II=1
-      wbuf[r][c] = row_in && c0 + c < cols ? src[c] : i8(0);
+      wbuf[r][c] = c < n ? src[c] : i8(0);
     }
   }
 }
@@ -124,10 +125,10 @@ inline void compute_tile_i8(i32 acc[CFG::max_tokens][CFG::tile_rows], const i8 w
         if (cf >= tile_cols_used) break;
         for (int pe = 0; pe < CFG::pe; ++pe) {
 #pragma HLS UNROLL
-          i32 s = 0;
+          i32 s = 0;  // products of int8 codes (|q| <= 127) fit in 16 bits: one DSP each
           for (int k = 0; k < CFG::simd; ++k) {
 #pragma HLS UNROLL
-            s += static_cast<i32>(wbuf[rf + pe][cf + k]) * static_cast<i32>(xbuf[t][cf + k]);
+            s += static_cast<std::int16_t>(wbuf[rf + pe][cf + k]) * static_cast<std::int16_t>(xbuf[t][cf + k]);
           }
           acc[t][rf + pe] += s;
         }

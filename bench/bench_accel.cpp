@@ -1,0 +1,131 @@
+// Decode speed of the accelerator backend's C simulation (the HLS kernels compiled with
+// g++, engine::AccelTransformer) beside the fp32 reference engine, on the same machine in
+// the same run, and their ratio.
+//
+// Model: the synthesized stories110m (`fpgallm synth --preset stories110m`: deterministic
+// random weights, model::synthesize), quantized W8A8 (int8 per-channel weights, int8
+// dynamic activations; quant::quantize_model). Both engines decode positions 0..N-1 of the
+// same token sequence (the fp32 engine's greedy continuation of BOS), so they do the same
+// work per token. Every figure is the best of --repeats runs (shared, noisy machines).
+//
+// Usage: bench_accel [--preset NAME] [--tokens N] [--repeats R] [--design design.json]
+//                    [--threads T] [--json]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "arch/design.hpp"
+#include "engine/accel.hpp"
+#include "engine/transformer.hpp"
+#include "model/model.hpp"
+#include "model/presets.hpp"
+#include "model/synth.hpp"
+#include "quant/quant.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string preset = "stories110m";
+  std::string design;
+  int tokens = 32;
+  int repeats = 3;
+  int threads = 0;  // 0: OpenMP's default
+  bool json = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_accel: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--preset") o.preset = next();
+    else if (a == "--design") o.design = next();
+    else if (a == "--tokens") o.tokens = std::atoi(next().c_str());
+    else if (a == "--repeats") o.repeats = std::atoi(next().c_str());
+    else if (a == "--threads") o.threads = std::atoi(next().c_str());
+    else if (a == "--json") o.json = true;
+    else {
+      std::fprintf(stderr, "usage: bench_accel [--preset NAME] [--tokens N] [--repeats R] [--design FILE] [--threads T] [--json]\n");
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// Best tokens/s over `repeats` runs of positions 0..tokens-1 (the first position untimed,
+// as llama2.c reports it).
+double decode_tps(engine::Transformer& t, const std::vector<int>& seq, int repeats) {
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) {
+    t.forward(seq[0], 0);
+    const auto t0 = Clock::now();
+    for (std::size_t pos = 1; pos < seq.size(); ++pos) t.forward(seq[pos], int(pos));
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, double(seq.size() - 1) / s);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  auto config = model::find_preset(o.preset);
+  if (!config) {
+    std::fprintf(stderr, "bench_accel: unknown preset %s\n", o.preset.c_str());
+    return 2;
+  }
+  std::fprintf(stderr, "synthesizing %s ...\n", o.preset.c_str());
+  const model::Model m = model::synthesize(*config, 0);
+  std::fprintf(stderr, "quantizing W8A8 ...\n");
+  const auto t_q = Clock::now();
+  const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
+  const double quant_s = std::chrono::duration<double>(Clock::now() - t_q).count();
+  arch::Design d;
+  if (!o.design.empty()) d = arch::load(o.design);
+  d.context = std::max(d.context, o.tokens);
+
+  engine::Transformer ref(m);
+  std::vector<int> seq = {1};
+  for (int pos = 0; int(seq.size()) < o.tokens; ++pos) {
+    const float* l = ref.forward(seq.back(), pos);
+    seq.push_back(int(std::max_element(l, l + m.config.vocab_size) - l));
+  }
+  engine::AccelTransformer accel(m, qm, d);
+
+  std::fprintf(stderr, "decoding %d tokens, best of %d ...\n", o.tokens, o.repeats);
+  const double ref_tps = decode_tps(ref, seq, o.repeats);
+  const double accel_tps = decode_tps(accel, seq, o.repeats);
+  const double ratio = accel_tps / ref_tps;
+  const int threads = omp_get_max_threads();
+  if (o.json) {
+    nlohmann::json j = {{"preset", o.preset},        {"tokens", o.tokens},       {"repeats", o.repeats},
+                        {"threads", threads},        {"design", nlohmann::json(d)}, {"ref_tokens_per_s", ref_tps},
+                        {"accel_tokens_per_s", accel_tps}, {"ratio", ratio},    {"quantize_s", quant_s}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s, %d decode steps, %d thread(s), best of %d\n", o.preset.c_str(), o.tokens - 1, threads, o.repeats);
+    std::printf("  fp32 reference engine   %8.2f tokens/s\n", ref_tps);
+    std::printf("  accel (W8A8, C sim)     %8.2f tokens/s   (matrix unit %dx%d, tiles %dx%d, %d lanes, kv %d bits)\n",
+                accel_tps, d.matrix_unit.rows, d.matrix_unit.cols, d.tiling.tile_rows, d.tiling.tile_cols,
+                d.vector_unit.lanes, d.kv_bits);
+    std::printf("  ratio accel / reference %8.2f\n", ratio);
+  }
+  return 0;
+}

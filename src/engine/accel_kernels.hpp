@@ -1,0 +1,59 @@
+#pragma once
+// The kernel instances the accelerator backend can run: the templates of src/kernels are
+// sized at compile time, design.json is read at run time, so a fixed set of shapes is
+// instantiated (accel_kernels_*.cpp) and looked up here. A design outside the set is
+// reported by accel_design_problems() (engine/accel.hpp).
+#include <cstdint>
+
+#include "kernels/attention.hpp"
+
+namespace engine::accel {
+
+// Compile-time limits shared by every instance (loop bounds of the kernels).
+inline constexpr int kMaxTokens = 16;       // tokens per matrix-unit call / queries per attention call
+inline constexpr int kMaxRows = 1 << 18;    // output features (vocabularies up to 262,144)
+inline constexpr int kMaxCols = 1 << 16;    // input features
+inline constexpr int kMaxDim = 1 << 16;     // vector-unit vector length
+inline constexpr int kMaxHeadDim = 256;
+inline constexpr int kKvBlock = 64;         // KV positions per attention block
+inline constexpr int kMaxContext = 1 << 20;
+inline constexpr int kMaxHeads = 256;
+
+// Supported instance parameters (docs/accelerator.md lists them).
+inline constexpr int kUnitSizes[] = {8, 16, 32, 64};        // matrix_unit.rows, .cols; vector_unit.lanes
+inline constexpr int kTileShapes[][2] = {{64, 128}, {128, 256}, {256, 512}};  // (tile_rows, tile_cols)
+inline constexpr int kExpTableBits[] = {6, 8, 10};
+
+struct MatrixKernels {
+  void (*w8a8)(const kernels::i8* w, const float* w_scale, const kernels::i8* x, const float* x_scale, float* y,
+               kernels::i32* acc_out, int tokens, int rows, int cols, int y_stride) = nullptr;
+  void (*w4a8)(const kernels::u8* packed, const std::uint16_t* w_scale, int group, const kernels::i8* x,
+               const float* x_scale, float* y, int tokens, int rows, int cols, int y_stride) = nullptr;
+};
+
+template <int BITS>
+struct AttentionKernels {
+  void (*store)(kernels::KvCache<BITS> cache, const float* k, const float* v, int tokens, int pos0,
+                int head_dim) = nullptr;
+  void (*attend)(float* out, const float* q, kernels::KvCache<BITS> cache, int tokens, int pos0, int n_heads,
+                 int head_dim, int head_begin, int head_end) = nullptr;
+};
+
+struct VectorKernels {
+  void (*rmsnorm)(float* out, const float* x, const float* gain, int n, float eps) = nullptr;
+  float (*quantize_dynamic)(kernels::i8* q, const float* x, int n) = nullptr;
+  void (*quantize_static)(kernels::i8* q, const float* x, float scale, int n) = nullptr;
+  void (*residual_add)(float* x, const float* y, int n) = nullptr;
+  void (*swiglu)(float* gate, const float* up, int n) = nullptr;
+  void (*rope)(float* vec, const float* cos_sin, int n) = nullptr;
+  int (*argmax)(const float* x, int n) = nullptr;
+  AttentionKernels<8> kv8;
+  AttentionKernels<16> kv16;
+  AttentionKernels<32> kv32;
+};
+
+// Null members when the shape is not instantiated.
+MatrixKernels matrix_kernels(int pe, int simd, int tile_rows, int tile_cols);
+VectorKernels vector_kernels(int lanes, int exp_table_bits);
+
+}  // namespace engine::accel
