@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/matrix_unit.hpp"
+
 namespace train {
 
 const char* to_string(Backend b) { return b == Backend::ref ? "ref" : "accel"; }
@@ -63,12 +65,6 @@ __attribute__((target_clones("avx2", "default"))) T dot(const T* x, const T* y, 
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
-__attribute__((target_clones("avx2", "default"))) std::int32_t dot_i8(const std::int8_t* x, const std::int8_t* y, int n) {
-  std::int32_t acc = 0;
-  for (int j = 0; j < n; ++j) acc += static_cast<std::int32_t>(x[j]) * static_cast<std::int32_t>(y[j]);
-  return acc;
-}
-
 // Threads pay off above this many multiply-accumulates.
 constexpr long kParallelMacs = 1L << 18;
 bool parallel_worthwhile(const Gemm<float>& g) { return static_cast<long>(g.m) * g.n * g.k > kParallelMacs && !omp_in_parallel(); }
@@ -111,12 +107,27 @@ void quantize_rows_int8(const float* x, int rows, int cols, std::int8_t* q, floa
   }
 }
 
+namespace {
+
+// The matrix unit instance training runs on: 8 x 32 MACs, 64 x 32 weight tiles, 64 tokens
+// per pass; rows and columns are only loop bounds (kernels/matrix_unit.hpp).
+using TrainUnit = kernels::MatrixUnitConfig<8, 32, 64, 32, 64, 1 << 20, 131071>;
+
+}  // namespace
+
 void int8_gemm_i32(const std::int8_t* a, const std::int8_t* bt, std::int32_t* acc, int m, int n, int k) {
+  // The kernel multiplies "weights" [rows][cols] by "tokens" [tokens][cols]: here the rows
+  // are bt's n columns of op(B) and the tokens are a's m rows, fed 64 at a time. Its
+  // requantized fp32 output is not used (unit scales); the int32 accumulators are.
+  const int chunks = (m + TrainUnit::max_tokens - 1) / TrainUnit::max_tokens;
+  const std::vector<float> ones(static_cast<std::size_t>(std::max(n, TrainUnit::max_tokens)), 1.0f);
 #pragma omp parallel for schedule(static) if (static_cast<long>(m) * n * k > kParallelMacs && !omp_in_parallel())
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j)
-      acc[static_cast<std::size_t>(i) * n + j] =
-          dot_i8(a + static_cast<std::size_t>(i) * k, bt + static_cast<std::size_t>(j) * k, k);
+  for (int ch = 0; ch < chunks; ++ch) {
+    const int t0 = ch * TrainUnit::max_tokens, tokens = std::min(TrainUnit::max_tokens, m - t0);
+    std::vector<float> y(static_cast<std::size_t>(tokens) * n);
+    kernels::matmul_w8a8<TrainUnit>(bt, ones.data(), a + static_cast<std::size_t>(t0) * k, ones.data(), y.data(),
+                                    acc + static_cast<std::size_t>(t0) * n, tokens, n, k, n);
+  }
 }
 
 void Int8Matmul::gemm(const Gemm<float>& g) {
@@ -124,22 +135,34 @@ void Int8Matmul::gemm(const Gemm<float>& g) {
   std::vector<float> abuf, bbuf;
   const float* a = packed_a(g, abuf);
   const float* bt = packed_bt(g, bbuf);
-  // Blocks of `group_` consecutive elements along k (the whole row when group_ is 0),
-  // each quantized with its own scale.
+  // Blocks of `group_` consecutive elements along k (the whole row when group_ is 0), each
+  // quantized with its own scale; codes stored block by block so that each block is one
+  // contiguous matrix-unit pass.
   const int block = group_ > 0 ? std::min(group_, g.k) : g.k;
   const int blocks = (g.k + block - 1) / block;
-  std::vector<std::int8_t> qa(static_cast<std::size_t>(g.m) * g.k), qb(static_cast<std::size_t>(g.n) * g.k);
+  const std::size_t mk = static_cast<std::size_t>(g.m) * g.k, nk = static_cast<std::size_t>(g.n) * g.k;
+  std::vector<std::int8_t> qa(mk), qb(nk);
   std::vector<float> sa(static_cast<std::size_t>(g.m) * blocks), sb(static_cast<std::size_t>(g.n) * blocks);
-  auto quantize = [&](const float* x, int rows, std::int8_t* q, float* s) {
-    for (int r = 0; r < rows; ++r)
-      for (int bl = 0; bl < blocks; ++bl) {
-        const int p0 = bl * block, len = std::min(block, g.k - p0);
-        const std::size_t off = static_cast<std::size_t>(r) * g.k + p0;
-        quantize_rows_int8(x + off, 1, len, q + off, s + static_cast<std::size_t>(r) * blocks + bl);
-      }
-  };
-  quantize(a, g.m, qa.data(), sa.data());
-  quantize(bt, g.n, qb.data(), sb.data());
+  std::vector<std::int32_t> acc(static_cast<std::size_t>(blocks) * g.m * g.n);
+  std::vector<float> slice;
+  for (int bl = 0; bl < blocks; ++bl) {
+    const int p0 = bl * block, len = std::min(block, g.k - p0);
+    std::int8_t* qa_bl = &qa[static_cast<std::size_t>(p0) * g.m];
+    std::int8_t* qb_bl = &qb[static_cast<std::size_t>(p0) * g.n];
+    for (int side = 0; side < 2; ++side) {
+      const int rows = side == 0 ? g.m : g.n;
+      const float* src = side == 0 ? a : bt;
+      slice.resize(static_cast<std::size_t>(rows) * len);
+      for (int r = 0; r < rows; ++r)
+        std::copy_n(src + static_cast<std::size_t>(r) * g.k + p0, len, &slice[static_cast<std::size_t>(r) * len]);
+      std::vector<float> s(static_cast<std::size_t>(rows));
+      quantize_rows_int8(slice.data(), rows, len, side == 0 ? qa_bl : qb_bl, s.data());
+      float* dst = side == 0 ? sa.data() : sb.data();
+      for (int r = 0; r < rows; ++r) dst[static_cast<std::size_t>(r) * blocks + bl] = s[static_cast<std::size_t>(r)];
+    }
+    int8_gemm_i32(qa_bl, qb_bl, &acc[static_cast<std::size_t>(bl) * g.m * g.n], g.m, g.n, len);
+  }
+  const std::size_t mn = static_cast<std::size_t>(g.m) * g.n;
 #pragma omp parallel for schedule(static) if (parallel_worthwhile(g))
   for (int i = 0; i < g.m; ++i) {
     float* c = g.c + static_cast<std::size_t>(i) * g.ldc;
@@ -150,9 +173,8 @@ void Int8Matmul::gemm(const Gemm<float>& g) {
       // blocks in increasing order: sum += (float(acc) * s_col) * s_row.
       float sum = 0.0f;
       for (int bl = 0; bl < blocks; ++bl) {
-        const int p0 = bl * block, len = std::min(block, g.k - p0);
-        const std::int32_t acc = dot_i8(&qa[static_cast<std::size_t>(i) * g.k + p0], &qb[static_cast<std::size_t>(j) * g.k + p0], len);
-        sum = sum + (static_cast<float>(acc) * sbj[bl]) * sai[bl];
+        const std::int32_t v = acc[bl * mn + static_cast<std::size_t>(i) * g.n + j];
+        sum = sum + (static_cast<float>(v) * sbj[bl]) * sai[bl];
       }
       const float v = g.alpha * sum;
       c[j] = g.accumulate ? c[j] + v : v;

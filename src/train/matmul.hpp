@@ -79,7 +79,8 @@ class Int8Matmul final : public Matmul<float> {
 std::unique_ptr<Matmul<float>> make_matmul(Backend b);
 
 // The matrix unit's integer core: acc[i][j] = sum_p a[i][p] * bt[j][p] in int32, with
-// a [m][k] and bt [n][k] row-major int8 (bt holds op(B) transposed).
+// a [m][k] and bt [n][k] row-major int8 (bt holds op(B) transposed), computed by the
+// accelerator's kernel kernels::matmul_w8a8 (src/kernels/matrix_unit.hpp).
 void int8_gemm_i32(const std::int8_t* a, const std::int8_t* bt, std::int32_t* acc, int m, int n, int k);
 
 // Symmetric per-row int8 quantization of x [rows][cols] (docs/quantization.md section 1):

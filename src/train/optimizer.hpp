@@ -6,7 +6,7 @@
 namespace train {
 
 struct AdamWOptions {
-  double lr = 1e-4;
+  double lr = 1e-5;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;

@@ -81,7 +81,10 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
   AdamW<float> opt(p, o.adamw);
   Llama<float> net(m.config), eval_net(m.config);
   auto mm = make_matmul(o.backend);
-  const auto windows = window_batches(data.heldout, o.batch, o.seq);
+  // Held-out windows of the training length, 16 per forward pass whatever the training batch.
+  std::vector<int> heldout = data.heldout;
+  if (o.heldout_tokens > 0 && heldout.size() > o.heldout_tokens + 1) heldout.resize(o.heldout_tokens + 1);
+  const auto windows = window_batches(heldout, 16, o.seq);
   Rng rng(o.seed);
 
   TrainResult r;

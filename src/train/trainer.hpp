@@ -50,7 +50,8 @@ struct TrainOptions {
   int seq = 64;
   Backend backend = Backend::ref;
   std::uint64_t seed = 1;
-  int eval_every = 20;   // held-out loss every this many steps (and at 0 and the end)
+  int eval_every = 25;   // held-out loss every this many steps (and at 0 and the end)
+  std::size_t heldout_tokens = 0;  // evaluate on the first this many held-out tokens (0 = all)
   AdamWOptions adamw;
 };
 
