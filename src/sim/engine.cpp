@@ -254,13 +254,17 @@ Result Engine::run() const {
       }
       ++ur.head;
       ++ur.in_flight;
-      const std::int64_t full = k.bytes / p.burst_bytes, rest = k.bytes % p.burst_bytes;
-      const std::int64_t bursts = full + (rest > 0);
+      // A transfer too small to give every channel a full burst is cut into shorter
+      // bursts (whole 64-byte beats) so that all channels of the group carry a share.
       const std::int64_t n = p.channels;
+      std::int64_t burst = p.burst_bytes;
+      if (k.bytes < burst * n) burst = std::min(burst, std::max<std::int64_t>(64, (k.bytes + 64 * n - 1) / (64 * n) * 64));
+      const std::int64_t full = k.bytes / burst, rest = k.bytes % burst;
+      const std::int64_t bursts = full + (rest > 0);
       Cycles first = INFINITY, last = now;
       const Cycles arrive = now + p.latency;
       for (std::int64_t j = 0; j < std::min<std::int64_t>(n, bursts); ++j) {
-        std::int64_t bytes = (full / n + (j < full % n ? 1 : 0)) * p.burst_bytes;
+        std::int64_t bytes = (full / n + (j < full % n ? 1 : 0)) * burst;
         if (rest > 0 && j == full % n) bytes += rest;
         const auto c = static_cast<std::size_t>((ur.next_channel + j) % n);
         const Cycles start = std::max(arrive, ur.channel_free[c]);

@@ -14,7 +14,9 @@
 // memory channel add up exactly). A transfer port issues its tasks in order without
 // waiting for the previous one to finish (AXI allows outstanding requests); each burst
 // occupies one channel of the group for burst_bytes / (bytes_per_cycle * efficiency)
-// cycles, bursts are striped round-robin over the channels, and the data of a request
+// cycles, bursts are striped round-robin over the channels (a transfer smaller than one
+// burst per channel is cut into shorter bursts so every channel carries a share: the
+// layout of a design with one port per channel), and the data of a request
 // starts arriving `latency` cycles after issue, so latency is hidden while a stream
 // keeps the channels busy and exposed after every stall.
 #include <cstdint>

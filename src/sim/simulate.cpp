@@ -112,8 +112,8 @@ int vector_passes(arch::Op op) { return op == arch::Op::norm ? 2 : 1; }
 
 class Lowering {
  public:
-  Lowering(const model::Config& cfg, const arch::Design& d, const hw::Device& dev, Report& rep)
-      : cfg_(cfg), d_(d), dev_(dev), c_(perf::constants()), rep_(rep) {
+  Lowering(const model::Config& cfg, const arch::Design& d, const hw::Device& dev, bool idealized, Report& rep)
+      : cfg_(cfg), d_(d), dev_(dev), c_(perf::constants()), rep_(rep), ideal_(idealized) {
     f_ = d.clock_mhz * 1e6;
     n_ = d.parallel.cards;
     tensor_ = d.parallel.split == arch::Split::tensor;
@@ -133,7 +133,7 @@ class Lowering {
       s.efficiency = eta;
       s.burst_bytes = d_.memory.burst_bytes;
       const auto& sc = sim_constants();
-      s.latency = (is_hbm(pool) ? sc.hbm_latency_ns : sc.ddr_latency_ns) * 1e-9 * f_;
+      s.latency = ideal_ ? 0 : (is_hbm(pool) ? sc.hbm_latency_ns : sc.ddr_latency_ns) * 1e-9 * f_;
       return s;
     };
     const double pcie = (dev_.pcie_gbps.has() ? *dev_.pcie_gbps : c_.pcie_gbps_default.value) * kGB;
@@ -167,8 +167,9 @@ class Lowering {
         l.burst_bytes = 1 << 30;
         cd.link = e_.add_port(p + "card_link", UnitKind::card_link, l, k);
       }
-      cd.weight_buf = e_.add_buffer(p + "weight_buffer", d_.buffers.weight_bytes, k);
-      cd.act_buf = e_.add_buffer(p + "activation_buffer", d_.buffers.activation_bytes, k);
+      const std::int64_t unbounded = std::int64_t(1) << 50;
+      cd.weight_buf = e_.add_buffer(p + "weight_buffer", ideal_ ? unbounded : d_.buffers.weight_bytes, k);
+      cd.act_buf = e_.add_buffer(p + "activation_buffer", ideal_ ? unbounded : d_.buffers.activation_bytes, k);
       cards_.push_back(cd);
     }
     rep_.assumptions.push_back({"memory_efficiency", eta, c_.memory_efficiency.unit, c_.memory_efficiency.source});
@@ -312,8 +313,15 @@ class Lowering {
       for (std::int64_t c = 0; c < ct; ++c) {
         const std::int64_t tile_c = std::min(tc, cols - c * tc);
         const std::int64_t payload = tile_r * tile_c * ins.weight_bits / 8;
-        const Cycles cycles = double(ins.tokens) * ceil_div(tile_r, mu.rows) * ceil_div(tile_c, mu.cols) * mu.ii +
-                              mu.pipeline_depth;
+        Cycles cycles = double(ins.tokens) * ceil_div(tile_r, mu.rows) * ceil_div(tile_c, mu.cols) * mu.ii;
+        if (!ideal_) {
+          cycles += mu.pipeline_depth;
+          // After the last column tile of a row block the kernel's store stage
+          // requantizes the finished rows, one per cycle (kernels/matrix_unit.hpp).
+          if (c == ct - 1) cycles += double(ins.tokens) * tile_r;
+        } else if (first) {
+          cycles += mu.pipeline_depth;
+        }
         TaskId load = -1;
         if (cd.weights >= 0) {
           std::int64_t extra = (r == rt - 1 && c == ct - 1) ? extra_left : extra_total * payload / std::max<std::int64_t>(1, payload_total);
@@ -348,9 +356,9 @@ class Lowering {
     // Blocks of tile_rows keys; smaller when two blocks of K and V would not fit the
     // activation buffer that stages them.
     std::int64_t block = d_.tiling.tile_rows;
-    while (block > mu.rows && 4 * block * hd * kv_elem > d_.buffers.activation_bytes) block /= 2;
+    while (!ideal_ && block > mu.rows && 4 * block * hd * kv_elem > d_.buffers.activation_bytes) block /= 2;
     const std::int64_t block_bytes = block * hd * kv_elem;
-    if (cd.kv >= 0 && 4 * block_bytes > d_.buffers.activation_bytes)
+    if (!ideal_ && cd.kv >= 0 && 4 * block_bytes > d_.buffers.activation_bytes)
       throw fpgallm::InputError(d_.name, fmt::format("buffers.activation_bytes ({}) cannot stage two blocks of K and V ({} bytes)",
                                                      d_.buffers.activation_bytes, 4 * block_bytes));
     const std::int64_t blocks = ceil_div(ins.context, block);
@@ -387,12 +395,13 @@ class Lowering {
           vl = e_.transfer(op, cd.kv, bytes, {issue});
           e_.claim(vl, cd.act_buf, bytes);
         }
-        const TaskId s = e_.compute(op, cd.matrix, q_per_kv * score * mu.ii + mu.pipeline_depth, {kl, issue});
+        const Cycles depth = ideal_ ? 0 : mu.pipeline_depth;
+        const TaskId s = e_.compute(op, cd.matrix, q_per_kv * score * mu.ii + depth, {kl, issue});
         if (kl >= 0) e_.release(s, cd.act_buf, bytes);
         // Online softmax: maximum, exponent sum and rescale, 3 passes over the scores.
         const TaskId sm = e_.compute(op, cd.vector, 3.0 * ceil_div(pairs * q_per_kv, d_.vector_unit.lanes), {s});
         if (have_prev) emit_value(prev);
-        prev = {sm, vl, bytes, q_per_kv * value * mu.ii + mu.pipeline_depth};
+        prev = {sm, vl, bytes, q_per_kv * value * mu.ii + depth};
         have_prev = true;
       }
       if (have_prev) emit_value(prev);
@@ -429,6 +438,7 @@ class Lowering {
   const hw::Device& dev_;
   const perf::Constants& c_;
   Report& rep_;
+  bool ideal_ = false;
   double f_ = 0;
   int n_ = 1;
   bool tensor_ = false, pipeline_ = false;
@@ -624,7 +634,9 @@ Report simulate(const model::Config& config, const arch::Design& design, const h
   }
   rep.programs = int(programs.size());
 
-  Lowering low(config, design, device, rep);
+  Lowering low(config, design, device, options.idealized, rep);
+  if (options.idealized)
+    rep.notes.push_back("idealized: no request latency, unbounded buffers, pipeline filled once per instruction, no store stage");
   const double kv_bytes = 2.0 * config.n_layers * design.context * config.kv_dim() * (design.kv_bits / 8);
   low.build_machine(model_weight_bytes(config, design, programs.front()), kv_bytes);
   for (std::size_t i = 0; i < programs.size(); ++i) low.lower(programs[i], int(i));

@@ -5,7 +5,9 @@
 //   - matmul: the weight tiles (tiling.tile_rows x tile_cols) streamed from the weight
 //     channels into buffers.weight_bytes (double-buffered when two tiles fit), each tile
 //     computed for all tokens of the step on the matrix unit:
-//     tokens x ceil(r/rows) x ceil(c/cols) x ii + pipeline_depth cycles;
+//     tokens x ceil(r/rows) x ceil(c/cols) x ii + pipeline_depth cycles, plus the store
+//     stage (tokens x rows, requantization) after the last tile of each row block, as
+//     kernels/matrix_unit.hpp runs it;
 //   - attention: per KV head, blocks of tile_rows keys streamed from the KV channels
 //     (staged in the activation buffer), scores and value product on the matrix unit,
 //     softmax on the vector unit, software-pipelined by one block; causal masking
@@ -38,6 +40,12 @@ struct Options {
   int prompt = 128;   // prefill: prompt tokens (split into programs of tiling.prefill_block)
   int context = 512;  // decode: positions the new token attends (itself included)
   arch::PrecisionFn precision;  // per-linear weight bits; default: the design's weight_bits
+  // The analytical model's idealizations, to attribute a difference between the two
+  // models: no memory request latency, buffers deep enough for any number of tiles in
+  // flight, the matrix unit's pipeline filled once per instruction instead of once per
+  // tile, and no store stage. Everything else (instruction list, tiles, issue cost,
+  // bandwidths) stays as simulated.
+  bool idealized = false;
 };
 
 struct Assumption {

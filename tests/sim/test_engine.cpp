@@ -94,17 +94,32 @@ TEST(SimEngine, EfficiencyScalesDataTime) {
   EXPECT_NEAR(e.run().cycles, 10240 + 40, 1e-9);
 }
 
-// Bursts are striped round-robin: 3 bursts of 4 KiB on 4 channels use three channels for
-// 128 cycles each (4096 / 32); a 1000-byte remainder goes to the fourth (31.25 cycles).
+// Bursts are striped round-robin: 5 bursts of 4 KiB and a 1000-byte remainder on 4
+// channels: channel 0 carries bursts 0 and 4 (2 x 128 cycles at 32 B/cycle), channel 1
+// burst 1 and the remainder (128 + 31.25), channels 2 and 3 one burst each (128).
 TEST(SimEngine, BurstsAreStripedOverChannels) {
   Engine e;
   const int hbm = e.add_port("hbm", sim::UnitKind::memory, port_128());
-  e.transfer(e.add_op("x"), hbm, 3 * 4096 + 1000);
+  e.transfer(e.add_op("x"), hbm, 5 * 4096 + 1000);
   const auto r = e.run();
-  EXPECT_DOUBLE_EQ(r.cycles, 128);
-  EXPECT_DOUBLE_EQ(r.units[hbm].channel_busy[0], 128);
+  EXPECT_DOUBLE_EQ(r.cycles, 256);
+  EXPECT_DOUBLE_EQ(r.units[hbm].channel_busy[0], 256);
+  EXPECT_DOUBLE_EQ(r.units[hbm].channel_busy[1], 159.25);
   EXPECT_DOUBLE_EQ(r.units[hbm].channel_busy[2], 128);
-  EXPECT_DOUBLE_EQ(r.units[hbm].channel_busy[3], 31.25);
+  EXPECT_DOUBLE_EQ(r.units[hbm].channel_busy[3], 128);
+}
+
+// A transfer smaller than one full burst per channel is cut into shorter bursts of whole
+// 64-byte beats so every channel carries a share: 13288 bytes on 4 channels -> bursts of
+// ceil(13288 / 256) x 64 = 3328 bytes (104 cycles), the last one 3304 bytes (103.25).
+TEST(SimEngine, ShortTransfersUseEveryChannel) {
+  Engine e;
+  const int hbm = e.add_port("hbm", sim::UnitKind::memory, port_128());
+  e.transfer(e.add_op("x"), hbm, 13288);
+  const auto r = e.run();
+  EXPECT_DOUBLE_EQ(r.cycles, 104);
+  EXPECT_DOUBLE_EQ(r.units[hbm].channel_busy[0], 104);
+  EXPECT_DOUBLE_EQ(r.units[hbm].channel_busy[3], 103.25);
 }
 
 // Compute-bound GEMM: the same 32 tiles, each used for 256 tokens, 32 array steps per

@@ -71,22 +71,29 @@ TEST(SimLowering, DecodeMovesEveryByteOnceAndCountsMacCycles) {
   // KV: 2 (K and V) x 300 positions x 768 x 1 byte read, 2 x 768 written, per layer.
   EXPECT_EQ(kv, 12 * (2 * 300 * 768 + 2 * 768));
   EXPECT_EQ(unit(r, "HBM2 kv").bytes, kv);
-  // blk.0.w1: 2048 x 768 -> 16 x 3 tiles of 128 x 256; each 1 token x 2 x 4 steps + 8.
+  // blk.0.w1: 2048 x 768 -> 16 x 3 tiles of 128 x 256; each 1 token x 2 x 4 steps + 8,
+  // and the store stage of each of the 16 row blocks: 1 token x 128 rows.
   for (const auto& op : r.ops)
-    if (op.name == "blk.0.w1") EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), 16 * 3 * (2 * 4 + 8));
+    if (op.name == "blk.0.w1") EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), 16 * 3 * (2 * 4 + 8) + 16 * 128);
   EXPECT_EQ(r.tokens, 1);
   EXPECT_GT(r.cycles, 0);
-  // The critical resource of a matmul is the weight stream when its data time exceeds
-  // the instruction's issue time, else the controller. Weight port: 24 channels x
-  // 14.375 GB/s / 300 MHz x memory_efficiency bytes per cycle.
+  // The critical resource of a matmul is whichever of the weight stream, the issue and
+  // the MAC array has the most cycles in it. Weight port: 24 channels x 14.375 GB/s /
+  // 300 MHz x memory_efficiency bytes per cycle; MAC array: tiles x (2 x 4 + 8) plus
+  // 128 store cycles per row block.
   const double rate = 24 * 14.375e9 / 300e6 * perf::constants().memory_efficiency.value;
   const double issue = perf::constants().op_fixed_cycles.value;
   for (const auto& op : r.ops) {
     if (op.name != "blk.0.wq" && op.name != "cls") continue;
     const std::int64_t rows = op.name == "cls" ? 32000 : 768;
     const double stream = double(rows * 768 + rows * 4) / rate;  // int8 weights + fp32 row scales
+    const double row_blocks = double(rows / 128), macs = row_blocks * 3 * (2 * 4 + 8) + row_blocks * 128;
     EXPECT_NEAR(op_busy(op, "HBM2 weights"), stream, 1e-6 * stream) << op.name;
-    EXPECT_EQ(op.critical, stream > issue ? "HBM2 weights (24 ch)" : "controller") << op.name;
+    EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), macs) << op.name;
+    const std::string expected = stream > std::max(issue, macs) ? "HBM2 weights (24 ch)"
+                                 : macs > issue                 ? "matrix_unit"
+                                                                : "controller";
+    EXPECT_EQ(op.critical, expected) << op.name;
   }
   // Each unit's states add up to the run.
   for (const auto& u : r.units) {
@@ -122,8 +129,9 @@ TEST(SimLowering, PrefillRunsOneProgramPerBlock) {
   std::map<int, double> busy;
   for (const auto& op : r.ops)
     if (op.name == "blk.0.wq") busy[op.program] = op_busy(op, "matrix_unit");
-  EXPECT_DOUBLE_EQ(busy[0], 64 * per_token + 8 * tiles);
-  EXPECT_DOUBLE_EQ(busy[1], 36 * per_token + 8 * tiles);
+  // Store stage: tokens x rows of each row block (128 + 128 + 32).
+  EXPECT_DOUBLE_EQ(busy[0], 64 * per_token + 8 * tiles + 64 * 288);
+  EXPECT_DOUBLE_EQ(busy[1], 36 * per_token + 8 * tiles + 36 * 288);
 }
 
 // A weight buffer with room for one tile cannot overlap the next load with the current
