@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include <fstream>
+
 #include "cost/cost.hpp"
+#include "hw/device.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -22,8 +25,54 @@ struct CostArgs {
   std::optional<double> throughput, target_throughput;
   std::string unit = "tokens";
   std::optional<double> gpu_throughput, gpu_watts, gpu_price, gpu_hourly_price;
+  std::string device, gpu, from;
   bool json = false;
 };
+
+// The first object in j (depth first) that carries a prediction: "watts" and
+// "decode_tokens_per_s" (perf::Prediction's JSON, alone or inside a plan/design file).
+const nlohmann::json* find_prediction(const nlohmann::json& j) {
+  if (!j.is_object() && !j.is_array()) return nullptr;
+  if (j.is_object() && j.contains("watts") && j.contains("decode_tokens_per_s")) return &j;
+  for (const auto& v : j) {
+    if (const auto* p = find_prediction(v)) return p;
+  }
+  return nullptr;
+}
+
+// Fills what the flags left open from a plan/design JSON and from the device database.
+// Explicit flags always win.
+void fill_inputs(CostArgs& a) {
+  if (!a.from.empty()) {
+    std::ifstream in(a.from);
+    if (!in) throw fpgallm::InputError(a.from, "cannot open");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw fpgallm::InputError(a.from, std::string("malformed JSON: ") + e.what());
+    }
+    const nlohmann::json* p = find_prediction(j);
+    if (!p) throw fpgallm::InputError(a.from, "no prediction (an object with watts and decode_tokens_per_s) inside");
+    const int cards = p->value("cards", 1);
+    if (a.cards <= 0) a.cards = cards;
+    if (!(a.watts > 0)) a.watts = p->at("watts").get<double>() / cards;
+    if (!a.throughput) a.throughput = p->at("decode_tokens_per_s").get<double>() / cards;
+    if (a.device.empty() && p->contains("device") && (*p)["device"].is_string()) a.device = (*p)["device"].get<std::string>();
+  }
+  if (!a.device.empty()) {
+    const hw::Device& d = hw::find_device(a.device);
+    if (!(a.watts > 0) && d.tdp_w.has()) a.watts = *d.tdp_w;
+    if (a.card_price <= 0 && d.price_usd.has()) a.card_price = *d.price_usd;
+    if (!a.hourly_price && d.cloud_usd_per_hour.has()) a.hourly_price = *d.cloud_usd_per_hour;
+  }
+  if (!a.gpu.empty()) {
+    const hw::Device& g = hw::find_device(a.gpu);
+    if (!a.gpu_watts && g.tdp_w.has()) a.gpu_watts = *g.tdp_w;
+    if (!a.gpu_price && g.price_usd.has()) a.gpu_price = *g.price_usd;
+    if (!a.gpu_hourly_price && g.cloud_usd_per_hour.has()) a.gpu_hourly_price = *g.cloud_usd_per_hour;
+  }
+}
 
 // 25920 -> "25,920"; 1234.5 -> "1,234.50" (two decimals when not a whole number).
 std::string money(double v) {
@@ -50,7 +99,8 @@ void print_tco(const char* title, const cost::Cluster& c, const cost::Tco& t) {
   if (t.rental) std::printf("  cloud rental        %14s (instead of owning)\n", money(*t.rental).c_str());
 }
 
-void run_cost(const CostArgs& a) {
+void run_cost(CostArgs a) {
+  fill_inputs(a);
   if (!a.price_per_kwh) throw fpgallm::InputError("--price-per-kwh", "electricity price is required");
   if (a.days && a.years) throw fpgallm::InputError("--days", "give either --days or --years, not both");
   cost::Operation op;
@@ -152,6 +202,9 @@ void setup(CLI::App& root) {
   cmd->add_option("--gpu-watts", a->gpu_watts, "Average power per GPU card, W")->check(CLI::PositiveNumber);
   cmd->add_option("--gpu-price", a->gpu_price, "Purchase price per GPU card")->check(CLI::NonNegativeNumber);
   cmd->add_option("--gpu-hourly-price", a->gpu_hourly_price, "Cloud rental price per GPU card-hour")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", a->device, "FPGA card from the device database: fills --watts (TDP), --card-price, --hourly-price when not given");
+  cmd->add_option("--gpu", a->gpu, "GPU from the device database: fills --gpu-watts (TDP), --gpu-price, --gpu-hourly-price when not given");
+  cmd->add_option("--from", a->from, "Plan or design JSON with a prediction (cards, watts, decode_tokens_per_s, device)");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run_cost(*a); });
 }

@@ -127,6 +127,26 @@ TEST(CostCli, BreakEvenFromFlags) {
   EXPECT_NEAR(j.at("break_even").at("crossover_days").get<double>(), 12500, 1e-6);
 }
 
+TEST(CostCli, InputsFromAPredictionJsonAndTheDeviceDatabase) {
+  // 2 cards, 300 W together, 100 tokens/s together -> 150 W and 50 tokens/s per card.
+  const std::string dir = testing_support::scratch_dir("cost_from");
+  testing_support::write_bytes(dir + "/plan.json",
+                               R"({"design": {"name": "x"}, "prediction": {"device": "u55c", "cards": 2, "watts": 300,)"
+                               R"( "decode_tokens_per_s": 100}})");
+  auto r = testing_support::run_fpgallm("cost --from " + dir + "/plan.json --days 10 --price-per-kwh 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("cards").get<int>(), 2);
+  EXPECT_DOUBLE_EQ(j.at("watts_per_card").get<double>(), 150.0);
+  EXPECT_DOUBLE_EQ(j.at("electricity").get<double>(), 2 * 0.15 * 240);  // 72
+  EXPECT_GT(j.at("card_price").get<double>(), 0);  // the u55c's price from data/devices.json
+}
+
+TEST(CostCli, UnknownDeviceIsAnInputError) {
+  auto r = testing_support::run_fpgallm("cost --device no-such-card --cards 1 --price-per-kwh 1");
+  EXPECT_EQ(r.status, 2);
+}
+
 TEST(CostCli, MissingPriceIsAnInputError) {
   auto r = testing_support::run_fpgallm("cost --cards 2 --watts 100");
   EXPECT_EQ(r.status, 2);
