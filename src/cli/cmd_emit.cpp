@@ -1,0 +1,66 @@
+// fpgallm emit MODEL --design design.json [--quant QFILE] -o DIR: the Vitis project.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "cli/command.hpp"
+#include "cli/quant_eval.hpp"
+#include "codegen/codegen.hpp"
+#include "model/model.hpp"
+#include "quant/quant.hpp"
+#include "util/error.hpp"
+
+namespace {
+
+struct EmitArgs {
+  std::string model, design, quant, output;
+  int steps = 4;
+  bool json = false;
+};
+
+void run(const EmitArgs& a) {
+  const model::Model m = model::load(a.model);
+  const arch::Design d = arch::load(a.design);
+  std::unique_ptr<cli::LoadedQuant> q;
+  quant::QuantModel uniform;
+  const quant::QuantModel* qm = nullptr;
+  const model::Model* base = &m;
+  if (!a.quant.empty()) {
+    q = cli::load_quant(m, a.quant);
+    qm = &q->qm;
+    base = &q->base;
+  } else {
+    // Without a plan: every linear layer int8 weights, int8 dynamic activations.
+    uniform = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
+    qm = &uniform;
+  }
+  const codegen::EmitResult r = codegen::emit(*base, *qm, d, a.output, codegen::EmitOptions{a.steps});
+  if (a.json) {
+    cli::print_json({{"dir", r.dir},
+                     {"files", r.files},
+                     {"instructions", r.instructions},
+                     {"weight_bytes", r.weight_bytes},
+                     {"param_floats", r.param_floats},
+                     {"golden_steps", r.golden_steps}});
+  } else {
+    std::printf("wrote %s: %zu files, %d instructions per decode step, %lld weight bytes, %d golden decode steps\n",
+                r.dir.c_str(), r.files.size(), r.instructions, static_cast<long long>(r.weight_bytes), r.golden_steps);
+    std::printf("C simulation: make -C %s csim\n", r.dir.c_str());
+  }
+}
+
+void setup(CLI::App& root) {
+  auto a = std::make_shared<EmitArgs>();
+  auto* cmd = root.add_subcommand("emit", "Write the Vitis HLS project of a design (kernel, host, testbench, golden vectors)");
+  cmd->add_option("model", a->model, "Checkpoint: llama2.c .bin, .gguf, or a safetensors folder")->required();
+  cmd->add_option("--design", a->design, "design.json (from fpgallm plan)")->required();
+  cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize); default: int8 weights and activations");
+  cmd->add_option("-o,--output", a->output, "Project folder to write (replaced if it exists)")->required();
+  cmd->add_option("--golden-steps", a->steps, "Decode steps recorded as golden vectors")->check(CLI::Range(1, 4096));
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace
+
+FPGALLM_COMMAND("emit", setup);

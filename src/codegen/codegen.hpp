@@ -1,0 +1,36 @@
+#pragma once
+// The code generator: writes a self-contained Vitis project for one design and one
+// quantized model (docs: README.md of the emitted project). The overlay kernel executes
+// the arch::Program instruction list of a decode step through the src/kernels templates,
+// instantiated with the design's shapes; weights, norms and the RoPE table are laid out in
+// bank-grouped binary blobs the host moves to the card once.
+#include <string>
+#include <vector>
+
+#include "arch/design.hpp"
+#include "model/model.hpp"
+#include "quant/quant.hpp"
+
+namespace codegen {
+
+struct EmitOptions {
+  // Decode steps recorded as golden vectors (tokens fed greedily from token 1 = BOS).
+  int golden_steps = 4;
+};
+
+struct EmitResult {
+  std::string dir;                 // the project folder written
+  std::vector<std::string> files;  // paths relative to dir, sorted
+  std::int64_t weight_bytes = 0;   // bytes of weights.bin (int8 codes / packed int4)
+  std::int64_t param_floats = 0;   // floats of params.bin (embedding, norms, scales, RoPE)
+  int instructions = 0;            // instructions of one decode step
+  int golden_steps = 0;
+};
+
+// Writes the project to out_dir (atomically: out_dir.tmp-<pid>, then renamed; an existing
+// out_dir is replaced). Throws fpgallm::InputError("design", ...) when the design or the
+// model cannot run on the overlay (engine::accel_problems), InputError(out_dir, ...) on I/O.
+EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design,
+                const std::string& out_dir, const EmitOptions& options = {});
+
+}  // namespace codegen
