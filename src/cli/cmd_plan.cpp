@@ -4,7 +4,10 @@
 
 #include "cli/command.hpp"
 #include "dse/dse.hpp"
+#include <fstream>
+
 #include "model/model.hpp"
+#include "quant/quant.hpp"
 #include "report/svg.hpp"
 #include "util/error.hpp"
 #include "util/paths.hpp"
@@ -12,10 +15,55 @@
 namespace {
 
 struct PlanArgs {
-  std::string model, device, objective = "decode-tps", scheme = "int8", output, svg;
+  std::string model, device, objective = "decode-tps", scheme = "int8", quant, output, svg;
   int batch = 1, context = 0, prompt = 128, max_cards = 4;
   bool json = false;
 };
+
+// The precision of a quantization plan (quant::Plan JSON, or an object with a "plan" key):
+// per-layer weight bits, the activation and KV widths.
+graph::Precision precision_of_plan(const std::string& path, const model::Config& c) {
+  std::ifstream in(path);
+  if (!in) throw fpgallm::InputError(path, "cannot open the quantization plan");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw fpgallm::InputError(path, std::string("malformed JSON: ") + e.what());
+  }
+  quant::Plan plan;
+  try {
+    plan = quant::plan_from_json(j.contains("plan") ? j["plan"] : j, c);
+  } catch (const std::exception& e) {
+    throw fpgallm::InputError(path, e.what());
+  }
+  auto bits = [](quant::WeightFormat f) {
+    switch (f) {
+      case quant::WeightFormat::int4: return 4;
+      case quant::WeightFormat::int8: return 8;
+      case quant::WeightFormat::f16: return 16;
+      case quant::WeightFormat::f32: return 32;
+    }
+    return 32;
+  };
+  graph::Precision p;
+  p.weight_bits = 0;
+  p.act_bits = 8;
+  bool any_float_act = false, any_int4 = false;
+  for (const auto& l : plan.layers) {
+    const int b = bits(l.weight);
+    p.layer_weight_bits[model::linear_name(l.layer, l.which)] = b;
+    p.weight_bits = std::max(p.weight_bits, b);
+    any_int4 = any_int4 || b == 4;
+    any_float_act = any_float_act || l.act == quant::ActFormat::f16 || l.act == quant::ActFormat::f32;
+  }
+  if (p.weight_bits == 0) throw fpgallm::InputError(path, "the plan has no layers");
+  p.act_bits = any_float_act ? 16 : 8;
+  p.kv_bits = plan.kv8 ? 8 : 16;
+  p.group_size = any_int4 ? plan.group : 0;
+  p.float_weights = p.weight_bits >= 16;
+  return p;
+}
 
 void run(const PlanArgs& a) {
   const model::Model m = model::load_or_preset(a.model);
@@ -23,7 +71,7 @@ void run(const PlanArgs& a) {
   dse::Request req;
   req.config = m.config;
   if (req.config.name.empty()) req.config.name = a.model;
-  req.precision = graph::parse_scheme(a.scheme);
+  req.precision = a.quant.empty() ? graph::parse_scheme(a.scheme) : precision_of_plan(a.quant, m.config);
   req.scenario.batch = a.batch;
   req.scenario.prompt = a.prompt;
   req.scenario.context = a.context > 0 ? a.context : m.config.seq_len;
@@ -35,10 +83,22 @@ void run(const PlanArgs& a) {
     std::string why = r.why_not.empty() ? "no design fits" : r.why_not.front();
     throw fpgallm::InputError(a.device, fmt::format("{} at {} with context {} fits no design on {} cards or fewer ({}); "
                                                     "would fit with {}",
-                                                    req.config.name, a.scheme, req.scenario.context, a.max_cards, why,
+                                                    req.config.name, graph::to_string(req.precision), req.scenario.context, a.max_cards, why,
                                                     dse::fit_suggestion(req, dev)));
   }
   const dse::Candidate& best = r.best();
+  // The batch trade-off of the chosen design: each step takes longer, tokens/s grows.
+  nlohmann::json batches = nlohmann::json::array();
+  for (int b : {1, 2, 4, 8, 16, 32, 64}) {
+    dse::Request rb = req;
+    rb.scenario.batch = b;
+    arch::Design db = best.design;
+    db.batch = b;
+    const perf::Prediction pb = perf::predict(db, dev, perf::lower(rb.config, rb.precision, rb.scenario));
+    if (!pb.fits_memory) break;
+    batches.push_back({{"batch", b}, {"decode_step_ms", 1e3 * pb.decode_step_s}, {"decode_tokens_per_s", pb.decode_tokens_per_s},
+                       {"joules_per_token", pb.joules_per_token}, {"placement", pb.placement}});
+  }
   nlohmann::json out = best.design;
   out["model"] = req.config.name;
   out["quant"] = graph::to_string(req.precision);
@@ -65,6 +125,7 @@ void run(const PlanArgs& a) {
     fpgallm::write_file_atomic(a.svg, svg);
   }
   if (a.json) {
+    out["batch_tradeoff"] = batches;
     out["method"] = r.method;
     out["evaluated"] = r.evaluated;
     out["rejected_resources"] = r.rejected_resources;
@@ -88,6 +149,12 @@ void run(const PlanArgs& a) {
   if (p.usd_per_mtoken > 0) std::printf("  cost             %10.3f USD per million tokens\n", p.usd_per_mtoken);
   std::printf("  decode time: compute %.3f ms, memory %.3f ms, fixed latencies %.3f ms, host %.3f ms\n",
               1e3 * p.decode.compute_s, 1e3 * p.decode.memory_s, 1e3 * p.decode.fixed_s, 1e3 * p.decode.host_s);
+  std::printf("\nbatch trade-off of this design (same context):\n  %6s %14s %14s %12s  %s\n", "batch", "step ms",
+              "tokens/s", "J/token", "memory");
+  for (const auto& b : batches)
+    std::printf("  %6d %14.3f %14.1f %12.3g  %s\n", b["batch"].get<int>(), b["decode_step_ms"].get<double>(),
+                b["decode_tokens_per_s"].get<double>(), b["joules_per_token"].get<double>(),
+                b["placement"].get<std::string>().c_str());
   std::printf("\nassumptions:\n");
   for (const auto& as : p.assumptions) std::printf("  %-24s %-10.4g %-10s %s\n", as.name.c_str(), as.value, as.unit.c_str(), as.source.c_str());
   std::printf("\n%d designs evaluated, %d over a resource ceiling, %d without memory for weights + KV cache\n", r.evaluated,
@@ -103,6 +170,8 @@ void setup(CLI::App& root) {
   cmd->add_option("--device", a->device, "Device id (fpgallm devices)")->required();
   cmd->add_option("--objective", a->objective, "decode-tps | prefill-latency | tokens-per-joule | usd-per-mtoken");
   cmd->add_option("--scheme", a->scheme, "Quantization scheme: int8, int4, w4a8-g128, ... (default int8)");
+  cmd->add_option("--quant", a->quant, "Quantization plan (JSON written by fpgallm quantize) instead of --scheme")
+      ->excludes(cmd->get_option("--scheme"));
   cmd->add_option("--batch", a->batch, "Sequences decoded together")->check(CLI::Range(1, 4096));
   cmd->add_option("--context", a->context, "Context the KV cache is sized for (default: the model's)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--prompt", a->prompt, "Prompt tokens for the prefill figure")->check(CLI::Range(1, 1 << 20));

@@ -138,3 +138,25 @@ TEST(Dse, ExploreRanksCardsAndGivesAdvice) {
 }
 
 }  // namespace
+
+#include "quant/quant.hpp"
+
+namespace {
+
+TEST(Dse, PlanTakesAQuantizationPlan) {
+  // A uniform w4a8 plan gives the same figures as --scheme w4a8 with the plan's group size.
+  const model::Config c = *model::find_preset("stories110m");
+  const nlohmann::json plan = quant::uniform_plan(c, quant::Scheme::w4a8, 32);
+  const std::string dir = testing_support::scratch_dir("dse_quant");
+  testing_support::write_bytes(dir + "/plan.json", plan.dump());
+  const auto a = testing_support::run_fpgallm("plan stories110m --device u280 --json --quant " + dir + "/plan.json");
+  ASSERT_EQ(a.status, 0) << a.err;
+  const auto b = testing_support::run_fpgallm("plan stories110m --device u280 --json --scheme w4a8-g32");
+  ASSERT_EQ(b.status, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja.at("matrix_unit").at("weight_bits"), 4);
+  EXPECT_NEAR(ja.at("predicted").at("weight_bytes").get<double>(), jb.at("predicted").at("weight_bytes").get<double>(),
+              1e-6 * jb.at("predicted").at("weight_bytes").get<double>());
+}
+
+}  // namespace
