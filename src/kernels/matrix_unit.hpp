@@ -63,11 +63,14 @@ namespace detail {
 template <class CFG>
 inline void load_activation_tile(i8 xbuf[CFG::max_tokens][CFG::tile_cols], const i8* x, int tokens, int cols,
                                  int c0) {
+  const int valid_cols = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;
+  const int word_cols = (valid_cols + CFG::simd - 1) / CFG::simd * CFG::simd;  // compute reads whole SIMD words
   for (int t = 0; t < CFG::max_tokens; ++t) {
     if (t >= tokens) break;
     for (int c = 0; c < CFG::tile_cols; ++c) {
 #pragma HLS PIPELINE II=1
-      xbuf[t][c] = c0 + c < cols ? x[static_cast<long>(t) * cols + c0 + c] : i8(0);
+      if (c >= word_cols) break;
+      xbuf[t][c] = c < valid_cols ? x[static_cast<long>(t) * cols + c0 + c] : i8(0);
     }
   }
 }
@@ -76,13 +79,17 @@ inline void load_activation_tile(i8 xbuf[CFG::max_tokens][CFG::tile_cols], const
 template <class CFG>
 inline void load_weight_tile_i8(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const i8* w, int rows, int cols, int r0,
                                 int c0) {
+  // Rows past the matrix are never read (compute stops at the last row); columns are
+  // zero-padded to whole SIMD words, the width compute reads.
   const int valid_cols = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;
+  const int word_cols = (valid_cols + CFG::simd - 1) / CFG::simd * CFG::simd;
   for (int r = 0; r < CFG::tile_rows; ++r) {
-    const int n = r0 + r < rows ? valid_cols : 0;  // columns of this row inside the matrix
-    const i8* src = w + static_cast<long>(r0 + r < rows ? r0 + r : 0) * cols + c0;
+    if (r0 + r >= rows) break;
+    const i8* src = w + static_cast<long>(r0 + r) * cols + c0;
     for (int c = 0; c < CFG::tile_cols; ++c) {
 #pragma HLS PIPELINE II=1
-      wbuf[r][c] = c < n ? src[c] : i8(0);
+      if (c >= word_cols) break;
+      wbuf[r][c] = c < valid_cols ? src[c] : i8(0);
     }
   }
 }
@@ -94,14 +101,14 @@ inline void load_weight_tile_i4(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const u
                                 int r0, int c0) {
   const int row_bytes = (cols + 31) / 32 * 16;
   for (int r = 0; r < CFG::tile_rows; ++r) {
-    const bool row_in = r0 + r < rows;
+    if (r0 + r >= rows) break;
     const u8* src = packed + static_cast<long>(r0 + r) * row_bytes;
     for (int c = 0; c < CFG::tile_cols; c += 32) {
 #pragma HLS PIPELINE II=1
       const int chunk = (c0 + c) / 32;
       for (int b = 0; b < 16; ++b) {
 #pragma HLS UNROLL
-        const bool in = row_in && c0 + c < cols;
+        const bool in = c0 + c < cols;
         const u8 byte = in ? src[chunk * 16 + b] : u8(0x88);
         wbuf[r][c + b] = static_cast<i8>(static_cast<int>(byte & 0x0f) - 8);
         wbuf[r][c + b + 16] = static_cast<i8>(static_cast<int>(byte >> 4) - 8);
