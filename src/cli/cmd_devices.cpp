@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <optional>
 
 #include "arch/design.hpp"
 #include "cli/command.hpp"
@@ -113,7 +114,7 @@ void print_device(const hw::Device& d) {
   if (!d.notes.empty()) std::printf("  note: %s\n", d.notes.c_str());
 }
 
-void print_utilization(const hw::Utilization& u, const hw::Power& p) {
+void print_utilization(const hw::Utilization& u, const std::optional<hw::Power>& power, const std::string& no_power) {
   std::printf("\n%-26s %10s %10s %8s %8s %8s %8s\n", "part", "LUT", "FF", "DSP", "BRAM36", "URAM", "");
   for (const auto& part : u.parts)
     std::printf("%-26s %10.0f %10.0f %8.0f %8.0f %8.0f\n", part.name.c_str(), part.use.lut, part.use.ff, part.use.dsp,
@@ -126,6 +127,11 @@ void print_utilization(const hw::Utilization& u, const hw::Power& p) {
                 l.ceiling, 100 * l.utilization(), l.margin(), l.fits() ? "yes" : "NO");
   std::printf("%s (binding: %s)\n", u.fits ? "fits" : "does NOT fit", hw::to_string(u.binding()));
   for (const auto& a : u.assumptions) std::printf("  assumes: %s\n", a.c_str());
+  if (!power) {
+    std::printf("\npower: not estimated (%s)\n", no_power.c_str());
+    return;
+  }
+  const hw::Power& p = *power;
   std::printf("\npower at full activity: %.1f W (static %.1f, DSP %.1f, RAM %.1f, logic %.1f, memory %.1f)\n",
               p.total_w, p.static_w, p.dsp_w, p.bram_w, p.logic_w, p.memory_w);
   for (const auto& a : p.assumptions) std::printf("  assumes: %s\n", a.c_str());
@@ -146,16 +152,24 @@ void devices(const DevicesArgs& a) {
   if (!a.design.empty()) {
     arch::Design design = arch::load(a.design);
     hw::Utilization u = hw::estimate_resources(design, d);
-    hw::Activity act;  // full activity, memory at the card's peak bandwidth
-    act.offchip_bytes_per_s = d.memory_bandwidth_gbps() * 1e9;
-    hw::Power p = hw::estimate_power(design, d, u, act);
+    hw::Activity act;  // full activity, the fastest memory pool at its peak bandwidth
+    act.offchip_bytes_per_s = d.memory.empty() ? 0 : d.memory.front().bandwidth_gbps.or_else(0) * 1e9;
+    std::optional<hw::Power> p;
+    std::string no_power;
+    try {
+      p = hw::estimate_power(design, d, u, act);
+    } catch (const fpgallm::InputError& e) {
+      no_power = e.problem();
+    }
     if (a.json) {
-      j = {{"device", d}, {"utilization", u}, {"power_at_full_activity", p}};
+      j = {{"device", d}, {"utilization", u}};
+      j["power_at_full_activity"] = p ? nlohmann::json(*p) : nlohmann::json(nullptr);
+      if (!p) j["power_unavailable"] = no_power;
       cli::print_json(j);
       return;
     }
     print_device(d);
-    print_utilization(u, p);
+    print_utilization(u, p, no_power);
     return;
   }
   if (a.json) {

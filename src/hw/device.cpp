@@ -105,7 +105,7 @@ const std::set<std::string> kDeviceKeys = {
     "lut_note", "dsp_type", "int8_macs_per_dsp", "int4_macs_per_dsp", "ai_engines", "onchip_mb", "slrs",
     "platform", "kernel_clock_mhz", "max_clock_mhz", "memory", "peak_int8_tops", "peak_int4_tops",
     "peak_fp16_tflops", "peak_bf16_tflops", "peak_fp32_tflops", "pcie", "pcie_gbps", "card_link",
-    "card_link_gbps", "tdp_w", "static_w", "price_usd", "cloud_usd_per_hour", "notes"};
+    "card_link_gbps", "memory_controller", "tdp_w", "static_w", "price_usd", "cloud_usd_per_hour", "notes"};
 
 Device read_device(const nlohmann::json& e, const std::string& path, const nlohmann::json& defaults) {
   Device d;
@@ -143,6 +143,7 @@ Device read_device(const nlohmann::json& e, const std::string& path, const nlohm
   d.peak_bf16_tflops = r.figure(e, "peak_bf16_tflops");
   d.peak_fp32_tflops = r.figure(e, "peak_fp32_tflops");
   d.pcie = r.text(e, "pcie");
+  d.memory_controller = r.text(e, "memory_controller");
   d.pcie_gbps = r.figure(e, "pcie_gbps");
   d.card_link = r.text(e, "card_link");
   d.card_link_gbps = r.figure(e, "card_link_gbps");
@@ -325,6 +326,7 @@ void to_json(nlohmann::json& j, const Device& d) {
                    {"channels", m.channels},
                    {"channel_bandwidth_gbps", m.channel_bandwidth_gbps}});
   j["memory"] = mem;
+  j["memory_controller"] = text_json(d.memory_controller);
   j["memory_capacity_gb"] = d.memory_capacity_gb();
   j["memory_bandwidth_gbps"] = d.memory_bandwidth_gbps();
   j["peak_int8_tops"] = d.peak_int8_tops;

@@ -92,6 +92,8 @@ struct Device {
   Figure kernel_clock_mhz;          // typical kernel clock of the vendor platform
   Figure max_clock_mhz;             // upper limit a design may ask for
 
+  // "hard ..." when the memory controllers are hard blocks (Zynq PS, Versal DDRMC): no fabric cost.
+  Text memory_controller;
   // Off-chip memory, fastest pool first.
   std::vector<MemoryPool> memory;
 

@@ -275,7 +275,11 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
         fmt::format("per channel: m_axi adapter + burst DMA (1800 LUT, 3000 FF [assumption]) and a {}-bit x {} read "
                     "buffer ({} BRAM36; UG1399 default burst 16 x 16 outstanding)",
                     width, kAxiReadDepth, per.bram36));
-    if (hbm) {
+    const bool hard = dev.memory_controller.has() && dev.memory_controller.value->rfind("hard", 0) == 0;
+    if (hard) {
+      u.assumptions.push_back("memory controllers are hard blocks on " + dev.id + " (" + dev.memory_controller.source +
+                              "): no fabric cost beyond the AXI masters");
+    } else if (hbm) {
       add("HBM subsystem", kFinnHbm, "FINN util/platforms.py HBM_RESOURCE_REQUIREMENTS (once per card)");
     } else if (pool) {
       const int controllers = std::min(channels, static_cast<int>(pool->channels.or_else(1)));
