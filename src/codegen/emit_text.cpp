@@ -324,6 +324,7 @@ std::string host_source(const ProjectInfo& p) {
 // Usage: host XCLBIN [PROJECT_DIR] [--steps N] [--check]
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
