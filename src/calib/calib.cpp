@@ -223,10 +223,18 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
     predicted.push_back(total);
   }
 
-  auto plan_of = [&](std::size_t k) {
+  // A plan is a set of applied moves (a layer's int8->int4 move only with its f16->int8).
+  auto plan_of = [&](const std::vector<bool>& applied) {
     quant::Plan p = start;
-    for (std::size_t i = 0; i < k; ++i) p.layers[moves[i].layer].weight = moves[i].to.weight;
+    for (std::size_t i = 0; i < moves.size(); ++i)
+      if (applied[i] && static_cast<int>(p.layers[moves[i].layer].weight) < static_cast<int>(moves[i].to.weight))
+        p.layers[moves[i].layer].weight = moves[i].to.weight;
     return p;
+  };
+  auto prefix = [&](std::size_t k) {
+    std::vector<bool> a(moves.size(), false);
+    for (std::size_t i = 0; i < k; ++i) a[i] = true;
+    return a;
   };
   SearchResult r;
   r.budget = budget;
@@ -235,45 +243,65 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
     r.fp32_perplexity = engine::perplexity(ref, held_out).perplexity;
   }
   struct Verified {
-    std::size_t k;
+    std::vector<bool> applied;
     double ppl, rel;
+    std::uint64_t bytes;
   };
   std::vector<Verified> verified;
-  auto verify = [&](std::size_t k) {
-    const quant::Plan p = plan_of(k);
+  auto verify = [&](const std::vector<bool>& applied) {
+    const quant::Plan p = plan_of(applied);
     const auto qm = quant::quantize_model(m, p);
     const double ppl = evaluate(m, p, qm.linears, held_out).perplexity;
     ++r.verifications;
     if (progress) progress("verify", static_cast<std::size_t>(r.verifications), 0);
-    verified.push_back({k, ppl, (ppl - r.fp32_perplexity) / r.fp32_perplexity});
+    verified.push_back({applied, ppl, (ppl - r.fp32_perplexity) / r.fp32_perplexity, qm.linear_weight_bytes()});
     return verified.back().rel <= budget;
   };
-  // Longest prefix whose predicted loss fits; then binary search below it while the
-  // measured loss is over budget (assumes loss grows with the prefix, as it does on average).
+  // Longest prefix whose predicted loss fits; binary search below it while the measured
+  // loss is over budget (assumes loss grows with the prefix, as it does on average).
   std::size_t k = 0;
   while (k < moves.size() && predicted[k] <= budget) ++k;
   std::optional<std::size_t> ok;
-  if (verify(k)) {
+  if (verify(prefix(k))) {
     ok = k;
-  } else {
-    std::size_t lo = 0, hi = k;  // hi fails
-    if (!verify(0)) lo = hi = 0;
-    else ok = 0;
+  } else if (verify(prefix(0))) {
+    ok = 0;
+    std::size_t lo = 0, hi = k;  // lo passes, hi fails
     while (hi > lo + 1) {
       const std::size_t mid = (lo + hi) / 2;
-      if (verify(mid)) lo = mid, ok = mid;
+      if (verify(prefix(mid))) lo = mid, ok = mid;
       else hi = mid;
     }
   }
-  const Verified* chosen = nullptr;
+  std::vector<bool> best;
   if (ok) {
-    for (const auto& v : verified)
-      if (v.k == *ok) chosen = &v;
-  } else {
-    for (const auto& v : verified)
-      if (!chosen || v.rel < chosen->rel) chosen = &v;
+    // Then each later move on its own, kept when the whole plan still verifies
+    // (sensitivities are noisy and do not add exactly); a bounded number of tries.
+    best = prefix(*ok);
+    constexpr int kExtraTries = 12;
+    int tries = 0;
+    for (std::size_t i = *ok; i < moves.size() && tries < kExtraTries; ++i) {
+      if (moves[i].to.weight == WeightFormat::int4) {
+        bool has_int8 = false;  // the layer's f16 -> int8 move must be in
+        for (std::size_t j = 0; j < moves.size(); ++j)
+          if (best[j] && moves[j].layer == moves[i].layer) has_int8 = true;
+        if (!has_int8) continue;
+      }
+      auto trial = best;
+      trial[i] = true;
+      ++tries;
+      if (verify(trial)) best = trial;
+    }
   }
-  r.plan = plan_of(chosen->k);
+  const Verified* chosen = nullptr;
+  for (const auto& v : verified) {
+    if (ok) {
+      if (v.rel <= budget && (!chosen || v.bytes < chosen->bytes)) chosen = &v;
+    } else if (!chosen || v.rel < chosen->rel) {
+      chosen = &v;
+    }
+  }
+  r.plan = plan_of(chosen->applied);
   r.perplexity = chosen->ppl;
   r.rel_increase = chosen->rel;
   r.budget_met = ok.has_value();

@@ -34,8 +34,9 @@ double parse_budget(const std::string& s) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (t.empty() || used != t.size() || !(v >= 0) || v > 1000)
-    throw fpgallm::InputError("--budget", "'" + s + "' is not a percentage between 0 and 1000");
+  // A negative budget asks for an improvement over fp32 (and normally cannot be met).
+  if (t.empty() || used != t.size() || !(v >= -100) || v > 1000)
+    throw fpgallm::InputError("--budget", "'" + s + "' is not a percentage between -100 and 1000");
   return v / 100.0;
 }
 
