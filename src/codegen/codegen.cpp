@@ -194,14 +194,39 @@ std::size_t first_layer_end(const arch::Program& p, std::string& consumer_name) 
 
 EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design,
                 const std::string& out_dir, const EmitOptions& options) {
-  if (auto p = engine::accel_problems(qm, design); !p.empty()) throw fpgallm::InputError("design", p.front());
-  if (design.style != arch::Style::overlay)
-    throw fpgallm::InputError("design", "style: emit writes the overlay accelerator (style \"overlay\")");
+  if (auto p = design.problems(); !p.empty()) throw fpgallm::InputError("design", p.front());
   if (options.golden_steps < 1) throw fpgallm::InputError("golden_steps", "at least one decode step");
   const auto& c = qm.config;
   ProjectInfo info;
   info.config = c;
   info.design = design;
+  if (design.style != arch::Style::overlay)
+    info.notes.push_back(fmt::format(
+        "design style \"{}\": emitted as the overlay (one set of units, weights streamed from off-chip memory); "
+        "a layer-per-unit dataflow kernel with resident weights is not generated",
+        arch::to_string(design.style)));
+  if (design.buffers.kv_bytes > 0)
+    info.notes.push_back("the design keeps the KV cache on chip; the emitted kernel keeps it in off-chip memory");
+  // Golden vectors come from the accelerator backend, which has a fixed set of matrix-unit
+  // and tile shapes compiled in. Integer results do not depend on those shapes
+  // (engine/accel.hpp), so a shape outside the set is replaced by 32x32 units and
+  // 128x256 tiles for the golden run; the testbench then checks that claim for this design.
+  arch::Design golden = design;
+  golden.style = arch::Style::overlay;
+  const auto& shapes = engine::accel_design_problems(golden);
+  if (std::any_of(shapes.begin(), shapes.end(), [](const std::string& s) {
+        return s.rfind("matrix_unit.", 0) == 0 || s.rfind("tiling:", 0) == 0;
+      })) {
+    golden.matrix_unit.rows = golden.matrix_unit.cols = 32;
+    golden.tiling.tile_rows = 128;
+    golden.tiling.tile_cols = 256;
+    info.notes.push_back(fmt::format(
+        "golden vectors computed by the accelerator backend with a 32x32 matrix unit and 128x256 tiles (this design: "
+        "{}x{}, {}x{} tiles, not compiled into the backend); integer results do not depend on these shapes and the "
+        "testbench checks it bit for bit",
+        design.matrix_unit.rows, design.matrix_unit.cols, design.tiling.tile_rows, design.tiling.tile_cols));
+  }
+  if (auto p = engine::accel_problems(qm, golden); !p.empty()) throw fpgallm::InputError("design", p.front());
   info.context = std::min(design.context, c.seq_len);
   if (options.golden_steps > info.context)
     throw fpgallm::InputError("golden_steps", fmt::format("more steps than the context ({})", info.context));
@@ -227,7 +252,7 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
   std::vector<std::int32_t> tokens;
   std::vector<float> logits;
   {
-    engine::AccelTransformer accel(base, qm, design);
+    engine::AccelTransformer accel(base, qm, golden);
     accel.set_tap([&](const arch::Instruction& in, int, const float* x, int n) {
       if (layer_golden.empty() && in.name == layer_consumer) layer_golden.assign(x, x + n);
     });
@@ -291,6 +316,7 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
   result.param_floats = info.param_floats;
   result.instructions = info.instructions;
   result.golden_steps = info.golden_steps;
+  result.notes = info.notes;
   return result;
 }
 

@@ -25,11 +25,13 @@ struct EmitResult {
   std::int64_t param_floats = 0;   // floats of params.bin (embedding, norms, scales, RoPE)
   int instructions = 0;            // instructions of one decode step
   int golden_steps = 0;
+  std::vector<std::string> notes;  // where the project departs from the design (also in README.md)
 };
 
 // Writes the project to out_dir (atomically: out_dir.tmp-<pid>, then renamed; an existing
 // out_dir is replaced). Throws fpgallm::InputError("design", ...) when the design or the
-// model cannot run on the overlay (engine::accel_problems), InputError(out_dir, ...) on I/O.
+// model cannot run on the overlay (engine::accel_problems with the golden run's shapes),
+// InputError(out_dir, ...) on I/O.
 EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design,
                 const std::string& out_dir, const EmitOptions& options = {});
 

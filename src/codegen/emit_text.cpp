@@ -567,6 +567,9 @@ std::string readme(const ProjectInfo& p) {
     resources = "No resource prediction: the design names no device known to fpgallm.\n";
   }
   v["RESOURCES"] = resources;
+  std::string notes;
+  for (const auto& n : p.notes) notes += "- " + n + "\n";
+  v["NOTES"] = notes.empty() ? "- none: the project implements the design as planned\n" : notes;
   v["BANKS"] = fmt::format("weights, half_scales, params -> {}; kv_k, kv_v and scales -> {}; program, result -> {}{}",
                            b.weights, b.kv, b.host, b.note.empty() ? "" : " (" + b.note + ")");
   return fill(R"CPP(# Vitis project: @MODEL@ on design "@DESIGN@" (@DEVICE@)
@@ -577,6 +580,9 @@ HLS kernels in src/kernels, instantiated by src/fpgallm_config.hpp: matrix unit 
 (PE x SIMD), tiles @TILEROWS@ x @TILECOLS@, vector unit @LANES@ lanes, KV cache @KVBITS@-bit,
 context @CONTEXT@ positions.
 
+## Departures from the design
+
+@NOTES@
 ## Files
 
 - `src/fpgallm_overlay.cpp` top level (m_axi per memory group, s_axilite control),

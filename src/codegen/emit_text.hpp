@@ -2,6 +2,7 @@
 // The text files of the emitted project (internal to codegen).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "arch/design.hpp"
 #include "hw/device.hpp"
@@ -21,6 +22,7 @@ struct ProjectInfo {
   int layer_width = 0;
   std::string layer_consumer;          // the matmul whose input is the one-layer result
   int golden_steps = 0;
+  std::vector<std::string> notes;      // departures from the design, listed in README.md
 };
 
 std::string config_header(const ProjectInfo& p);
