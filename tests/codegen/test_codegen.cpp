@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "arch/design.hpp"
 #include "codegen/codegen.hpp"
 #include "model/model.hpp"
@@ -180,4 +182,30 @@ TEST(Codegen, BadDesignLeavesNoFolder) {
   // int4 weights on an 8-bit matrix unit: the overlay cannot run it.
   EXPECT_THROW(codegen::emit(m, qm, u280_design(), root + "/proj"), fpgallm::InputError);
   EXPECT_TRUE(fs::is_empty(root));
+}
+
+TEST(CodegenCli, EmitFromPlanAndBadInput) {
+  const std::string root = scratch_dir("codegen_cli");
+  const auto plan = run_fpgallm("plan " + stories260k() + " --device u280 -o " + root + "/design.json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const auto emit = run_fpgallm("emit " + stories260k() + " --design " + root + "/design.json -o " + root +
+                                "/proj --golden-steps 2 --json");
+  ASSERT_EQ(emit.status, 0) << emit.err;
+  const auto j = nlohmann::json::parse(emit.out);
+  EXPECT_EQ(j.at("golden_steps"), 2);
+  // The planner's design for this model is a dataflow design with a 32x128 matrix unit,
+  // a shape the accelerator backend does not compile in: the project still matches its
+  // golden vectors bit for bit, and README lists the departures.
+  compile_testbench(root + "/proj");
+  const Shell ok = run_testbench(root + "/proj");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(read_bytes(root + "/proj/README.md").find("## Departures from the design"), std::string::npos);
+
+  // A design the overlay cannot run: exit 2, one line on stderr, no folder left behind.
+  write_bytes(root + "/bad.json", R"({"matrix_unit": {"rows": 48}})");
+  const auto bad = run_fpgallm("emit " + stories260k() + " --design " + root + "/bad.json -o " + root + "/badproj");
+  EXPECT_EQ(bad.status, 2) << bad.err;
+  EXPECT_FALSE(fs::exists(root + "/badproj"));
+  for (const auto& e : fs::directory_iterator(root))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
