@@ -271,6 +271,10 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
   info.device = design.device.empty() ? nullptr : hw::lookup_device(design.device);
 
   const fs::path final_dir(out_dir);
+  // Replacing is limited to an earlier emitted project: never delete an unrelated folder.
+  if (fs::exists(final_dir) && !(fs::is_directory(final_dir) && (fs::is_empty(final_dir) ||
+                                                                  fs::exists(final_dir / "src/fpgallm_overlay.cpp"))))
+    throw fpgallm::InputError(out_dir, "exists and is not an fpgallm emit project; remove it or choose another folder");
   const fs::path tmp = fs::path(out_dir + ".tmp-" + std::to_string(::getpid()));
   EmitResult result;
   try {

@@ -29,7 +29,7 @@ struct EmitResult {
 };
 
 // Writes the project to out_dir (atomically: out_dir.tmp-<pid>, then renamed; an existing
-// out_dir is replaced). Throws fpgallm::InputError("design", ...) when the design or the
+// out_dir is replaced only when it is empty or an earlier emitted project). Throws fpgallm::InputError("design", ...) when the design or the
 // model cannot run on the overlay (engine::accel_problems with the golden run's shapes),
 // InputError(out_dir, ...) on I/O.
 EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design,

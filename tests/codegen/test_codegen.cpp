@@ -182,6 +182,12 @@ TEST(Codegen, BadDesignLeavesNoFolder) {
   // int4 weights on an 8-bit matrix unit: the overlay cannot run it.
   EXPECT_THROW(codegen::emit(m, qm, u280_design(), root + "/proj"), fpgallm::InputError);
   EXPECT_TRUE(fs::is_empty(root));
+  // An existing folder that is not an emitted project is never replaced.
+  const quant::QuantModel q8 = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
+  fs::create_directories(root + "/other");
+  write_bytes(root + "/other/keep.txt", "user data");
+  EXPECT_THROW(codegen::emit(m, q8, u280_design(), root + "/other"), fpgallm::InputError);
+  EXPECT_EQ(read_bytes(root + "/other/keep.txt"), "user data");
 }
 
 TEST(CodegenCli, EmitFromPlanAndBadInput) {
