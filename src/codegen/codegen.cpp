@@ -192,6 +192,30 @@ std::size_t first_layer_end(const arch::Program& p, std::string& consumer_name) 
 
 }  // namespace
 
+arch::Design backend_design(const arch::Design& design, std::vector<std::string>* notes) {
+  // The accelerator backend has a fixed set of matrix-unit and tile shapes compiled in.
+  // Integer results do not depend on those shapes (engine/accel.hpp), so a shape outside
+  // the set is replaced by 32x32 units and 128x256 tiles; the emitted testbench checks the
+  // claim bit for bit for the design's own shapes.
+  arch::Design golden = design;
+  golden.style = arch::Style::overlay;
+  const std::vector<std::string> shapes = engine::accel_design_problems(golden);
+  if (std::any_of(shapes.begin(), shapes.end(), [](const std::string& s) {
+        return s.rfind("matrix_unit.", 0) == 0 || s.rfind("tiling:", 0) == 0;
+      })) {
+    golden.matrix_unit.rows = golden.matrix_unit.cols = 32;
+    golden.tiling.tile_rows = 128;
+    golden.tiling.tile_cols = 256;
+    if (notes)
+      notes->push_back(fmt::format(
+          "golden vectors computed by the accelerator backend with a 32x32 matrix unit and 128x256 tiles (this "
+          "design: {}x{}, {}x{} tiles, not compiled into the backend); integer results do not depend on these shapes "
+          "and the testbench checks it bit for bit",
+          design.matrix_unit.rows, design.matrix_unit.cols, design.tiling.tile_rows, design.tiling.tile_cols));
+  }
+  return golden;
+}
+
 EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design,
                 const std::string& out_dir, const EmitOptions& options) {
   if (auto p = design.problems(); !p.empty()) throw fpgallm::InputError("design", p.front());
@@ -207,25 +231,7 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
         arch::to_string(design.style)));
   if (design.buffers.kv_bytes > 0)
     info.notes.push_back("the design keeps the KV cache on chip; the emitted kernel keeps it in off-chip memory");
-  // Golden vectors come from the accelerator backend, which has a fixed set of matrix-unit
-  // and tile shapes compiled in. Integer results do not depend on those shapes
-  // (engine/accel.hpp), so a shape outside the set is replaced by 32x32 units and
-  // 128x256 tiles for the golden run; the testbench then checks that claim for this design.
-  arch::Design golden = design;
-  golden.style = arch::Style::overlay;
-  const auto& shapes = engine::accel_design_problems(golden);
-  if (std::any_of(shapes.begin(), shapes.end(), [](const std::string& s) {
-        return s.rfind("matrix_unit.", 0) == 0 || s.rfind("tiling:", 0) == 0;
-      })) {
-    golden.matrix_unit.rows = golden.matrix_unit.cols = 32;
-    golden.tiling.tile_rows = 128;
-    golden.tiling.tile_cols = 256;
-    info.notes.push_back(fmt::format(
-        "golden vectors computed by the accelerator backend with a 32x32 matrix unit and 128x256 tiles (this design: "
-        "{}x{}, {}x{} tiles, not compiled into the backend); integer results do not depend on these shapes and the "
-        "testbench checks it bit for bit",
-        design.matrix_unit.rows, design.matrix_unit.cols, design.tiling.tile_rows, design.tiling.tile_cols));
-  }
+  const arch::Design golden = backend_design(design, &info.notes);
   if (auto p = engine::accel_problems(qm, golden); !p.empty()) throw fpgallm::InputError("design", p.front());
   info.context = std::min(design.context, c.seq_len);
   if (options.golden_steps > info.context)

@@ -215,3 +215,19 @@ TEST(CodegenCli, EmitFromPlanAndBadInput) {
   for (const auto& e : fs::directory_iterator(root))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
+
+TEST(Codegen, BackendDesignSubstitutesOnlyUncompiledShapes) {
+  arch::Design d = u280_design();
+  std::vector<std::string> notes;
+  const arch::Design same = codegen::backend_design(d, &notes);
+  EXPECT_EQ(same.matrix_unit.cols, 32);
+  EXPECT_TRUE(notes.empty());
+  d.matrix_unit.cols = 128;
+  d.vector_unit.lanes = 64;
+  const arch::Design sub = codegen::backend_design(d, &notes);
+  EXPECT_EQ(sub.matrix_unit.rows, 32);
+  EXPECT_EQ(sub.matrix_unit.cols, 32);
+  EXPECT_EQ(sub.vector_unit.lanes, 64);  // lane count changes vector sums: never substituted
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("32x128"), std::string::npos) << notes[0];
+}
