@@ -231,3 +231,19 @@ TEST(Codegen, BackendDesignSubstitutesOnlyUncompiledShapes) {
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("32x128"), std::string::npos) << notes[0];
 }
+
+TEST(Codegen, StaticActivationScalesAndInt8KvBitExact) {
+  const model::Model& m = stories();
+  quant::Plan plan = quant::uniform_plan(m.config, quant::Scheme::w8a8_static, 32);
+  plan.kv8 = true;
+  // Fixed scales stand in for calibrated ones (the kernel reads them from the program words).
+  for (auto& lp : plan.layers) lp.act_scale = 0.02f + 0.001f * float(lp.layer + 1);
+  const quant::QuantModel qm = quant::quantize_model(m, plan);
+  ASSERT_EQ(qm.plan.layers[0].act, quant::ActFormat::int8_static);
+  const std::string dir = scratch_dir("codegen_static") + "/proj";
+  codegen::emit(m, qm, u280_design(), dir, codegen::EmitOptions{2});
+  compile_testbench(dir);
+  const Shell ok = run_testbench(dir);
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("decode step 1 logits: 512 values bit-exact"), std::string::npos) << ok.out;
+}
