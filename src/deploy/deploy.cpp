@@ -1,0 +1,360 @@
+#include "deploy/deploy.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+
+#include "arch/program.hpp"
+#include "calib/calib.hpp"
+#include "dse/dse.hpp"
+#include "engine/accel.hpp"
+#include "engine/generate.hpp"
+#include "engine/perplexity.hpp"
+#include "hw/device.hpp"
+#include "hw/resources.hpp"
+#include "model/model.hpp"
+#include "perf/perf.hpp"
+#include "quant/quant.hpp"
+#include "report/svg.hpp"
+#include "sim/simulate.hpp"
+#include "util/error.hpp"
+#include "util/paths.hpp"
+#ifdef FPGALLM_HAVE_CODEGEN
+#include "codegen/codegen.hpp"
+#endif
+
+namespace deploy {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::vector<std::string>& step_names() {
+  static const std::vector<std::string> names = {"load", "quantize", "plan", "simulate", "emit", "verify", "report"};
+  return names;
+}
+
+namespace {
+
+// The schemes the accelerator's matrix unit implements, fewest weight bytes first. The
+// deployment takes the first whose held-out perplexity meets the budget.
+struct SchemeChoice {
+  quant::Scheme scheme;
+  int group;
+};
+const SchemeChoice kAccelSchemes[] = {
+    {quant::Scheme::w4a8, 32}, {quant::Scheme::w8a8, 32}, {quant::Scheme::w8a8_smooth, 32}};
+
+int weight_bits(quant::WeightFormat f) {
+  switch (f) {
+    case quant::WeightFormat::int4: return 4;
+    case quant::WeightFormat::int8: return 8;
+    case quant::WeightFormat::f16: return 16;
+    case quant::WeightFormat::f32: return 32;
+  }
+  return 32;
+}
+
+graph::Precision precision_of(const quant::Plan& plan) {
+  graph::Precision p;
+  p.weight_bits = 0;
+  bool float_act = false, int4 = false;
+  for (const auto& l : plan.layers) {
+    const int b = weight_bits(l.weight);
+    p.layer_weight_bits[model::linear_name(l.layer, l.which)] = b;
+    p.weight_bits = std::max(p.weight_bits, b);
+    int4 = int4 || b == 4;
+    float_act = float_act || l.act == quant::ActFormat::f16 || l.act == quant::ActFormat::f32;
+  }
+  p.act_bits = float_act ? 16 : 8;
+  p.kv_bits = plan.kv8 ? 8 : 16;
+  p.group_size = int4 ? plan.group : 0;
+  p.float_weights = p.weight_bits >= 16;
+  return p;
+}
+
+arch::PrecisionFn precision_fn(const quant::Plan& plan) {
+  return [plan](int layer, model::Linear which) {
+    const auto& l = plan.at(layer, which);
+    return arch::LinearPrecision{weight_bits(l.weight), l.weight == quant::WeightFormat::int4 ? plan.group : 0};
+  };
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+json sim_summary(const sim::Report& r) {
+  json units = json::array();
+  for (const auto& u : r.units) {
+    json states;
+    for (int s = 0; s < sim::kStates; ++s) states[sim::to_string(static_cast<sim::State>(s))] = u.state[s];
+    units.push_back({{"name", u.name}, {"card", u.card}, {"utilization", u.utilization}, {"cycles", states}});
+  }
+  return {{"stage", arch::to_string(r.stage)}, {"tokens", r.tokens},     {"context", r.context},
+          {"cycles", r.cycles},                {"seconds", r.seconds},   {"tokens_per_s", r.tokens_per_s},
+          {"clock_mhz", r.clock_mhz},          {"units", units},         {"notes", r.notes}};
+}
+
+// Writes the deployment into `dir` (a fresh temporary folder) and returns its summary.
+json build(const Options& o, const std::string& dir, std::vector<StepTime>& steps,
+           const std::function<void(int, int, const std::string&)>& on_step,
+           const std::function<void(const std::string&, std::size_t, std::size_t)>& on_progress,
+           std::ofstream& log) {
+  const int n_steps = static_cast<int>(step_names().size());
+  int step = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  auto begin = [&](const std::string& name) {
+    if (step > 0) {
+      steps.back().seconds = seconds_since(t0);
+      log << fmt::format("step {} done in {:.2f} s\n", steps.back().name, steps.back().seconds);
+    }
+    ++step;
+    steps.push_back({name, 0});
+    t0 = std::chrono::steady_clock::now();
+    log << fmt::format("step {}/{} {}\n", step, n_steps, name);
+    if (on_step) on_step(step, n_steps, name);
+  };
+  calib::ProgressFn progress = [&](const std::string& label, std::size_t done, std::size_t total) {
+    if (on_progress) on_progress(label, done, total);
+  };
+
+  // 1. load
+  begin("load");
+  const model::Model m = model::load(o.model);
+  const model::Tokenizer tok = model::tokenizer_for(m, o.tokenizer);
+  const hw::Device& dev = hw::find_device(o.device);
+  if (dev.kind != hw::Kind::fpga) throw fpgallm::InputError(o.device, "is a GPU; deploy targets an FPGA card");
+  const std::string text = engine::read_text_file(o.text);
+  const auto& c = m.config;
+  const int context = o.context > 0 ? std::min(o.context, c.seq_len) : c.seq_len;
+  log << fmt::format("model {} ({} parameters), device {}, text {}\n", o.model, c.n_params(), dev.id, o.text);
+
+  // 2. quantize: the smallest accelerator scheme that meets the budget.
+  begin("quantize");
+  json quant_rows = json::array();
+  std::optional<calib::QuantizeResult> chosen;
+  std::optional<calib::QuantizeResult> best_loss;
+  for (const auto& s : kAccelSchemes) {
+    calib::QuantizeOptions qo;
+    qo.scheme = s.scheme;
+    qo.group = s.group;
+    qo.budget = o.budget;
+    calib::QuantizeResult r = calib::quantize(m, tok, text, o.text, qo, progress);
+    const bool meets = r.rel_increase <= o.budget;
+    log << fmt::format("  {}: held-out perplexity {:.4f} (fp32 {:.4f}, {:+.3f}%), {} weight bytes\n",
+                       quant::to_string(s.scheme), r.perplexity, r.fp32_perplexity, 100 * r.rel_increase,
+                       r.qm.linear_weight_bytes());
+    quant_rows.push_back({{"scheme", quant::to_string(s.scheme)},
+                          {"group", s.scheme == quant::Scheme::w4a8 ? s.group : 0},
+                          {"perplexity", r.perplexity},
+                          {"perplexity_err", r.perplexity_err},
+                          {"rel_increase", r.rel_increase},
+                          {"weight_bytes", r.qm.linear_weight_bytes()},
+                          {"meets_budget", meets}});
+    const bool better_loss = !best_loss || r.rel_increase < best_loss->rel_increase;
+    if (meets && !chosen) chosen = r;
+    if (better_loss) best_loss = std::move(r);
+    if (chosen) break;  // later schemes only add bytes
+  }
+  const bool budget_met = chosen.has_value();
+  calib::QuantizeResult& q = chosen ? *chosen : *best_loss;
+  quant::save_gguf(q.qm, dir + "/model.q.gguf");
+  fpgallm::write_file_atomic(dir + "/plan.json", json(q.qm.plan).dump(2) + "\n");
+
+  // 3. plan: the best design the accelerator backend can also run in C simulation.
+  begin("plan");
+  dse::Request req;
+  req.config = c;
+  req.precision = precision_of(q.qm.plan);
+  req.scenario.batch = 1;
+  req.scenario.prompt = std::min(128, c.seq_len);
+  req.scenario.context = context;
+  req.max_cards = 1;
+  const perf::Workloads workloads = perf::lower(c, req.precision, req.scenario);
+  const dse::DeviceResult explored = dse::explore_device(dev, req, dse::Objective::decode_tps, workloads);
+  if (!explored.fits())
+    throw fpgallm::InputError(o.device, fmt::format("{} at {} fits no design on {} ({}); would fit with {}", c.name,
+                                                    graph::to_string(req.precision), dev.id,
+                                                    explored.why_not.empty() ? "no design" : explored.why_not.front(),
+                                                    dse::fit_suggestion(req, dev)));
+  const dse::Candidate* pick = nullptr;
+  int skipped = 0;
+  for (const auto& cand : explored.ranked) {
+    if (engine::accel_problems(q.qm, cand.design).empty()) {
+      pick = &cand;
+      break;
+    }
+    ++skipped;
+  }
+  if (!pick)
+    throw fpgallm::InputError(o.device, "no fitting design is among the kernel instances the C simulation has: " +
+                                            engine::accel_problems(q.qm, explored.best().design).front());
+  arch::Design design = pick->design;
+  design.context = std::min(design.context, c.seq_len);
+  json design_json = design;
+  design_json["model"] = c.name;
+  design_json["quant"] = graph::to_string(req.precision);
+  design_json["predicted"] = perf::summary_json(pick->prediction);
+  design_json["predicted"].erase("assumptions");
+  design_json["assumptions"] = pick->prediction.assumptions;
+  fpgallm::write_file_atomic(dir + "/design.json", design_json.dump(2) + "\n");
+  const hw::Utilization use = hw::estimate_resources(design, dev);
+
+  // 4. simulate decode at the design's context and a prefill of the scenario's prompt.
+  begin("simulate");
+  sim::Options so;
+  so.stage = arch::Stage::decode;
+  so.context = context;
+  so.precision = precision_fn(q.qm.plan);
+  json trace;
+  const sim::Report sim_decode = sim::simulate(c, design, dev, so, sim::TraceOptions{true, false}, trace);
+  fpgallm::write_file_atomic(dir + "/trace_decode.json", trace.dump() + "\n");
+  sim::Options sp = so;
+  sp.stage = arch::Stage::prefill;
+  sp.prompt = req.scenario.prompt;
+  const sim::Report sim_prefill = sim::simulate(c, design, dev, sp);
+  fpgallm::write_file_atomic(dir + "/simulate.json",
+                             json{{"decode", sim_decode}, {"prefill", sim_prefill}}.dump(2) + "\n");
+
+  // 5. emit the Vitis HLS project.
+  begin("emit");
+  json emitted = {{"dir", "hls"}};
+#ifdef FPGALLM_HAVE_CODEGEN
+  codegen::emit(m, q.qm, design, dir + "/hls");
+#else
+  emitted = {{"dir", nullptr}, {"note", "this build has no code generator (src/codegen)"}};
+#endif
+
+  // 6. verify through the accelerator backend: held-out perplexity and a greedy sample.
+  begin("verify");
+  engine::AccelTransformer accel(m, q.qm, design);
+  const engine::Perplexity ppl_accel = engine::perplexity(accel, q.split.held_out, [&](std::size_t d, std::size_t n) {
+    progress("verify: held-out tokens", d, n);
+  });
+  engine::Sampler greedy(c.vocab_size, 0.0f, 0.9f, 1);
+  const engine::Generation sample = engine::generate(accel, tok, greedy, "", std::min(o.sample_steps, c.seq_len));
+  engine::Transformer ref(m);
+  engine::Sampler greedy_ref(c.vocab_size, 0.0f, 0.9f, 1);
+  const engine::Generation sample_ref = engine::generate(ref, tok, greedy_ref, "", std::min(o.sample_steps, c.seq_len));
+  std::size_t same = 0, common_prefix = 0;
+  const std::size_t n_cmp = std::min(sample.tokens.size(), sample_ref.tokens.size());
+  for (std::size_t i = 1; i < n_cmp; ++i) same += sample.tokens[i] == sample_ref.tokens[i];
+  while (common_prefix + 1 < n_cmp && sample.tokens[common_prefix + 1] == sample_ref.tokens[common_prefix + 1])
+    ++common_prefix;
+  const double accel_vs_sim = (ppl_accel.perplexity - q.perplexity) / q.perplexity;
+
+  // 7. report.
+  begin("report");
+  std::vector<const hw::Device*> gpus;
+  json gpu_rows = json::array();
+  for (const auto& d : hw::devices()) {
+    if (d.kind != hw::Kind::gpu) continue;
+    const perf::Prediction g = perf::predict_gpu(d, workloads);
+    if (!g.fits_memory) continue;
+    gpu_rows.push_back({{"device", d.id},
+                        {"name", d.name},
+                        {"decode_tokens_per_s", g.decode_tokens_per_s},
+                        {"prefill_s", g.prefill_s},
+                        {"watts", g.watts},
+                        {"joules_per_token", g.joules_per_token},
+                        {"usd_per_mtoken", g.usd_per_mtoken}});
+  }
+  json util_rows = json::array();
+  for (const auto& l : use.lines)
+    util_rows.push_back({{"resource", hw::to_string(l.resource)}, {"used", l.used}, {"available", l.available},
+                         {"ceiling", l.ceiling}, {"fits", l.fits()}});
+  const perf::Prediction& pred = pick->prediction;
+  json summary = {
+      {"model", {{"file", fs::path(o.model).filename().string()}, {"config", c}}},
+      {"device", {{"id", dev.id}, {"name", dev.name}}},
+      {"text", {{"file", fs::path(o.text).filename().string()},
+                {"calibration_stories", q.split.calibration_stories},
+                {"held_out_stories", q.split.held_out_stories},
+                {"held_out_tokens", q.split.held_out_tokens}}},
+      {"quantization", {{"budget", o.budget},
+                        {"budget_met", budget_met},
+                        {"chosen", quant::to_string(q.qm.plan.scheme)},
+                        {"fp32_perplexity", q.fp32_perplexity},
+                        {"fp32_weight_bytes", q.fp32_bytes},
+                        {"candidates", quant_rows}}},
+      {"design", design_json},
+      {"design_rank", {{"candidates_fitting", explored.ranked.size()},
+                       {"skipped_not_in_c_simulation", skipped},
+                       {"evaluated", explored.evaluated},
+                       {"method", explored.method}}},
+      {"resources", {{"fits", use.fits}, {"lines", util_rows}, {"binding", hw::to_string(use.binding())},
+                     {"assumptions", use.assumptions}}},
+      {"predicted", perf::summary_json(pred)},
+      {"simulated", {{"decode", sim_summary(sim_decode)}, {"prefill", sim_summary(sim_prefill)}}},
+      {"gpu_baselines", gpu_rows},
+      {"emit", emitted},
+      {"verify", {{"accel_perplexity", ppl_accel.perplexity},
+                  {"accel_perplexity_err", ppl_accel.perplexity_err},
+                  {"simulated_quant_perplexity", q.perplexity},
+                  {"accel_vs_simulated_rel", accel_vs_sim},
+                  {"tokens", ppl_accel.tokens},
+                  {"greedy_text", sample.text},
+                  {"greedy_tokens", sample.tokens.size() - 1},
+                  {"greedy_same_as_fp32", same},
+                  {"greedy_common_prefix_with_fp32", common_prefix}}},
+      {"files", {"design.json", "model.q.gguf", "plan.json", "simulate.json", "trace_decode.json", "hls/",
+                 "report.html", "summary.json", "deploy.log"}}};
+
+  std::vector<report::Point> points;
+  for (const auto& cand : explored.ranked)
+    points.push_back({cand.design.name, cand.prediction.decode_tokens_per_s, cand.prediction.joules_per_token, false,
+                      false});
+  for (const auto& cand : explored.pareto)
+    points.push_back({cand.design.name, cand.prediction.decode_tokens_per_s, cand.prediction.joules_per_token, true,
+                      false});
+  for (const auto& d : hw::devices()) {
+    if (d.kind != hw::Kind::gpu) continue;
+    const perf::Prediction g = perf::predict_gpu(d, workloads);
+    if (g.fits_memory && g.joules_per_token > 0) points.push_back({d.id, g.decode_tokens_per_s, g.joules_per_token, false, true});
+  }
+  const std::string roofline = report::roofline_svg(pred, fmt::format("{} on {}", c.name, dev.name));
+  const std::string pareto = report::scatter_svg(points, "Designs on " + dev.name + " and GPU baselines",
+                                                 "decode tokens/s", "joules per token");
+  fpgallm::write_file_atomic(dir + "/report.html", report_html(summary, roofline, pareto));
+  fpgallm::write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+  steps.back().seconds = seconds_since(t0);
+  log << fmt::format("step {} done in {:.2f} s\n", steps.back().name, steps.back().seconds);
+  return summary;
+}
+
+}  // namespace
+
+Result run(const Options& o, const std::function<void(int, int, const std::string&)>& on_step,
+           const std::function<void(const std::string&, std::size_t, std::size_t)>& on_progress) {
+  if (o.out_dir.empty()) throw fpgallm::InputError("-o", "an output folder is required");
+  const fs::path out = fs::path(o.out_dir);
+  const fs::path tmp = out.string() + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  if (!out.parent_path().empty() && !fs::is_directory(out.parent_path()))
+    fs::create_directories(out.parent_path(), ec);
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directories(tmp, ec) || ec)
+    throw fpgallm::InputError(o.out_dir, "cannot create the output folder: " + ec.message());
+  Result result;
+  try {
+    std::ofstream log(tmp / "deploy.log");
+    result.summary = build(o, tmp.string(), result.steps, on_step, on_progress, log);
+    log.close();
+    // Swap the finished folder in; an earlier deployment at the same place goes only now.
+    const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
+    if (fs::exists(out)) fs::rename(out, old);
+    fs::rename(tmp, out);
+    fs::remove_all(old, ec);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  result.out_dir = out.string();
+  return result;
+}
+
+}  // namespace deploy

@@ -1,0 +1,48 @@
+#pragma once
+// `fpgallm deploy`: the whole flow as a named list of steps (FINN-style): quantize under
+// an accuracy budget, plan for the card, simulate the chosen design, emit the HLS project,
+// verify the quantized model through the accelerator backend, write the report. Every
+// artifact goes to a temporary folder that is renamed to the output folder only when all
+// steps succeeded, so a failure never leaves a half-written deployment.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace deploy {
+
+struct Options {
+  std::string model;        // checkpoint
+  std::string tokenizer;    // "" = the model's own / beside it
+  std::string device;       // hw device id
+  std::string text;         // calibration + held-out text, one story per line
+  std::string out_dir;
+  double budget = 0.01;     // relative held-out perplexity increase allowed over fp32
+  int sample_steps = 200;   // greedy sample length (positions)
+  int context = 0;          // design context; 0 = the model's
+};
+
+struct StepTime {
+  std::string name;
+  double seconds = 0;
+};
+
+struct Result {
+  std::string out_dir;
+  nlohmann::json summary;   // also written as summary.json
+  std::vector<StepTime> steps;
+};
+
+// The step names in order, for progress displays.
+const std::vector<std::string>& step_names();
+
+// on_step(i, n, name) before each step (1-based i); on_progress(label, done, total) inside.
+Result run(const Options& options, const std::function<void(int, int, const std::string&)>& on_step = {},
+           const std::function<void(const std::string&, std::size_t, std::size_t)>& on_progress = {});
+
+// The self-contained HTML report of a deployment summary (plots inline as SVG).
+std::string report_html(const nlohmann::json& summary, const std::string& roofline_svg,
+                        const std::string& pareto_svg);
+
+}  // namespace deploy
