@@ -17,8 +17,10 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# The main job: quantize, plan for an Alveo U280, simulate, emit the HLS project, verify
+# through the kernels and write out/demo/report.html.
 demo: build
-	./$(BUILD)/fpgallm run models/stories260K.bin -z models/tok512.bin -t 0 -n 200
+	./$(BUILD)/fpgallm deploy models/stories260K.bin -z models/tok512.bin --device u280 -o out/demo
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
