@@ -147,9 +147,9 @@ svg{max-width:100%;height:auto}
                                      s["design_rank"]["skipped_not_in_c_simulation"].get<int>())
                        : "");
   if (!s["design_rank"]["method"].empty()) {
-    h += "<ol>";
+    h += "<p>How the planner decided:</p><ul>";
     for (const auto& m : s["design_rank"]["method"]) h += "<li>" + esc(str(m)) + "</li>";
-    h += "</ol>\n";
+    h += "</ul>\n";
   }
 
   h += "<h2>Resource utilization</h2>\n<table id=\"resources\">\n" + row({"resource", "used", "available", "", "fits"}, true);
