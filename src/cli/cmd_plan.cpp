@@ -8,6 +8,7 @@
 
 #include "model/model.hpp"
 #include "quant/quant.hpp"
+#include "perf/train_step.hpp"
 #include "report/svg.hpp"
 #include "util/error.hpp"
 #include "util/paths.hpp"
@@ -16,7 +17,8 @@ namespace {
 
 struct PlanArgs {
   std::string model, device, objective = "decode-tps", scheme = "int8", quant, output, svg;
-  int batch = 1, context = 0, prompt = 128, max_cards = 4;
+  std::string phase = "inference";
+  int batch = 1, context = 0, prompt = 128, max_cards = 4, seq = 128;
   bool json = false;
 };
 
@@ -65,9 +67,26 @@ graph::Precision precision_of_plan(const std::string& path, const model::Config&
   return p;
 }
 
+// --phase train: one training step on the card beside an A100, with the bound no step can
+// beat (the card's peak arithmetic at the training precision) stated beside it.
+void run_train(const PlanArgs& a, const model::Model& m, const hw::Device& dev) {
+  model::Config c = m.config;
+  if (c.name.empty()) c.name = a.model;
+  const perf::TrainStepPrediction card = dev.kind == hw::Kind::gpu
+                                             ? perf::predict_train_step_gpu(c, dev, a.batch, a.seq)
+                                             : perf::predict_train_step_fpga(c, dev, a.batch, a.seq);
+  const perf::TrainStepPrediction gpu = perf::predict_train_step_gpu(c, hw::find_device("a100-80gb"), a.batch, a.seq);
+  if (a.json) {
+    cli::print_json({{"phase", "train"}, {"card", card}, {"baseline", gpu}});
+    return;
+  }
+  std::fputs(perf::train_step_report(card, gpu).c_str(), stdout);
+}
+
 void run(const PlanArgs& a) {
   const model::Model m = model::load_or_preset(a.model);
   const hw::Device& dev = hw::find_device(a.device);
+  if (a.phase == "train") return run_train(a, m, dev);
   dse::Request req;
   req.config = m.config;
   if (req.config.name.empty()) req.config.name = a.model;
@@ -172,7 +191,10 @@ void setup(CLI::App& root) {
   cmd->add_option("--scheme", a->scheme, "Quantization scheme: int8, int4, w4a8-g128, ... (default int8)");
   cmd->add_option("--quant", a->quant, "Quantization plan (JSON written by fpgallm quantize) instead of --scheme")
       ->excludes(cmd->get_option("--scheme"));
-  cmd->add_option("--batch", a->batch, "Sequences decoded together")->check(CLI::Range(1, 4096));
+  cmd->add_option("--phase", a->phase, "inference (prefill + decode) or train (one training step)")
+      ->check(CLI::IsMember({"inference", "train"}));
+  cmd->add_option("--seq", a->seq, "--phase train: tokens per sequence")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--batch", a->batch, "Sequences decoded together (train: sequences per step)")->check(CLI::Range(1, 4096));
   cmd->add_option("--context", a->context, "Context the KV cache is sized for (default: the model's)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--prompt", a->prompt, "Prompt tokens for the prefill figure")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-cards", a->max_cards, "Largest number of cards to split the model over")->check(CLI::Range(1, 64));
