@@ -39,32 +39,11 @@ graph::Precision precision_of_plan(const std::string& path, const model::Config&
   } catch (const std::exception& e) {
     throw fpgallm::InputError(path, e.what());
   }
-  auto bits = [](quant::WeightFormat f) {
-    switch (f) {
-      case quant::WeightFormat::int4: return 4;
-      case quant::WeightFormat::int8: return 8;
-      case quant::WeightFormat::f16: return 16;
-      case quant::WeightFormat::f32: return 32;
-    }
-    return 32;
-  };
-  graph::Precision p;
-  p.weight_bits = 0;
-  p.act_bits = 8;
-  bool any_float_act = false, any_int4 = false;
-  for (const auto& l : plan.layers) {
-    const int b = bits(l.weight);
-    p.layer_weight_bits[model::linear_name(l.layer, l.which)] = b;
-    p.weight_bits = std::max(p.weight_bits, b);
-    any_int4 = any_int4 || b == 4;
-    any_float_act = any_float_act || l.act == quant::ActFormat::f16 || l.act == quant::ActFormat::f32;
+  try {
+    return dse::precision_of(plan);
+  } catch (const std::invalid_argument& e) {
+    throw fpgallm::InputError(path, e.what());
   }
-  if (p.weight_bits == 0) throw fpgallm::InputError(path, "the plan has no layers");
-  p.act_bits = any_float_act ? 16 : 8;
-  p.kv_bits = plan.kv8 ? 8 : 16;
-  p.group_size = any_int4 ? plan.group : 0;
-  p.float_weights = p.weight_bits >= 16;
-  return p;
 }
 
 // --phase train: one training step on the card beside an A100, with the bound no step can

@@ -48,38 +48,10 @@ struct SchemeChoice {
 const SchemeChoice kAccelSchemes[] = {
     {quant::Scheme::w4a8, 32}, {quant::Scheme::w8a8, 32}, {quant::Scheme::w8a8_smooth, 32}};
 
-int weight_bits(quant::WeightFormat f) {
-  switch (f) {
-    case quant::WeightFormat::int4: return 4;
-    case quant::WeightFormat::int8: return 8;
-    case quant::WeightFormat::f16: return 16;
-    case quant::WeightFormat::f32: return 32;
-  }
-  return 32;
-}
-
-graph::Precision precision_of(const quant::Plan& plan) {
-  graph::Precision p;
-  p.weight_bits = 0;
-  bool float_act = false, int4 = false;
-  for (const auto& l : plan.layers) {
-    const int b = weight_bits(l.weight);
-    p.layer_weight_bits[model::linear_name(l.layer, l.which)] = b;
-    p.weight_bits = std::max(p.weight_bits, b);
-    int4 = int4 || b == 4;
-    float_act = float_act || l.act == quant::ActFormat::f16 || l.act == quant::ActFormat::f32;
-  }
-  p.act_bits = float_act ? 16 : 8;
-  p.kv_bits = plan.kv8 ? 8 : 16;
-  p.group_size = int4 ? plan.group : 0;
-  p.float_weights = p.weight_bits >= 16;
-  return p;
-}
-
 arch::PrecisionFn precision_fn(const quant::Plan& plan) {
   return [plan](int layer, model::Linear which) {
     const auto& l = plan.at(layer, which);
-    return arch::LinearPrecision{weight_bits(l.weight), l.weight == quant::WeightFormat::int4 ? plan.group : 0};
+    return arch::LinearPrecision{dse::weight_bits(l.weight), l.weight == quant::WeightFormat::int4 ? plan.group : 0};
   };
 }
 
@@ -169,7 +141,7 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   begin("plan");
   dse::Request req;
   req.config = c;
-  req.precision = precision_of(q.qm.plan);
+  req.precision = dse::precision_of(q.qm.plan);
   req.scenario.batch = 1;
   req.scenario.prompt = std::min(128, c.seq_len);
   req.scenario.context = context;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -390,5 +391,34 @@ void to_json(nlohmann::json& j, const DeviceResult& r) {
 }
 
 void to_json(nlohmann::json& j, const Exploration& e) { j = {{"devices", e.devices}, {"advice", e.advice}}; }
+
+int weight_bits(quant::WeightFormat f) {
+  switch (f) {
+    case quant::WeightFormat::int4: return 4;
+    case quant::WeightFormat::int8: return 8;
+    case quant::WeightFormat::f16: return 16;
+    case quant::WeightFormat::f32: return 32;
+  }
+  return 32;
+}
+
+graph::Precision precision_of(const quant::Plan& plan) {
+  graph::Precision p;
+  p.weight_bits = 0;
+  bool float_act = false, int4 = false;
+  for (const auto& l : plan.layers) {
+    const int b = weight_bits(l.weight);
+    p.layer_weight_bits[model::linear_name(l.layer, l.which)] = b;
+    p.weight_bits = std::max(p.weight_bits, b);
+    int4 = int4 || b == 4;
+    float_act = float_act || l.act == quant::ActFormat::f16 || l.act == quant::ActFormat::f32;
+  }
+  if (p.weight_bits == 0) throw std::invalid_argument("the plan has no layers");
+  p.act_bits = float_act ? 16 : 8;
+  p.kv_bits = plan.kv8 ? 8 : 16;
+  p.group_size = int4 ? plan.group : 0;
+  p.float_weights = p.weight_bits >= 16;
+  return p;
+}
 
 }  // namespace dse

@@ -22,6 +22,7 @@
 #include "graph/workload.hpp"
 #include "hw/device.hpp"
 #include "perf/perf.hpp"
+#include "quant/quant.hpp"
 
 namespace dse {
 
@@ -72,6 +73,11 @@ struct Exploration {
   std::vector<std::string> advice;    // plain words
 };
 Exploration explore(const std::vector<const hw::Device*>& devices, const Request& request, Objective objective);
+
+// The precision a quantization plan gives the workload: per-layer weight bits, activation
+// and KV widths, int4 group. Throws std::invalid_argument for a plan without layers.
+graph::Precision precision_of(const quant::Plan& plan);
+int weight_bits(quant::WeightFormat f);
 
 // What would make the model fit: "int4 weights (3.4 GB)", "2 cards", "a context of 1024".
 std::string fit_suggestion(const Request& request, const hw::Device& device);
