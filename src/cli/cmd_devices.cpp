@@ -141,7 +141,9 @@ void devices(const DevicesArgs& a) {
   if (a.name.empty()) {
     if (!a.design.empty()) throw fpgallm::InputError("--design", "name a device: fpgallm devices ID --design FILE");
     if (a.json) {
-      cli::print_json(hw::devices());
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& d : hw::devices()) list.push_back(nlohmann::json(d));
+      cli::print_json(list);
       return;
     }
     print_table();
