@@ -40,9 +40,10 @@ inline float tree_sum(float acc[LANES]) {
   return acc[0];
 }
 
-// sum_i a[i] * b[i], lane-partitioned.
-template <class CFG>
-inline float dot(const float* a, const float* b, int n) {
+// sum_i term(i) for i < n, lane-partitioned: lane l accumulates term(l), term(l+LANES), ...
+// in order, then tree_sum combines the lanes.
+template <class CFG, class Term>
+inline float lane_reduce(int n, const Term& term) {
   float acc[CFG::lanes];
 #pragma HLS ARRAY_PARTITION variable=acc complete
   for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
@@ -51,47 +52,31 @@ inline float dot(const float* a, const float* b, int n) {
     if (i >= n) break;
     for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
-      if (i + l < n) acc[l] = acc[l] + a[i + l] * b[i + l];
+      if (i + l < n) acc[l] = acc[l] + term(i + l);
     }
   }
   return tree_sum<CFG::lanes>(acc);
+}
+
+// sum_i a[i] * b[i], lane-partitioned.
+template <class CFG>
+inline float dot(const float* a, const float* b, int n) {
+  return lane_reduce<CFG>(n, [&](int i) { return a[i] * b[i]; });
 }
 
 // sum_i (x[i] - shift)^2, lane-partitioned (shift = 0 for RMSNorm).
 template <class CFG>
 inline float sum_squares(const float* x, float shift, int n) {
-  float acc[CFG::lanes];
-#pragma HLS ARRAY_PARTITION variable=acc complete
-  for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
-  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
-#pragma HLS PIPELINE II=1
-    if (i >= n) break;
-    for (int l = 0; l < CFG::lanes; ++l) {
-#pragma HLS UNROLL
-      if (i + l < n) {
-        const float d = x[i + l] - shift;
-        acc[l] = acc[l] + d * d;
-      }
-    }
-  }
-  return tree_sum<CFG::lanes>(acc);
+  return lane_reduce<CFG>(n, [&](int i) {
+    const float d = x[i] - shift;
+    return d * d;
+  });
 }
 
 // sum_i x[i], lane-partitioned.
 template <class CFG>
 inline float lane_sum(const float* x, int n) {
-  float acc[CFG::lanes];
-#pragma HLS ARRAY_PARTITION variable=acc complete
-  for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
-  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
-#pragma HLS PIPELINE II=1
-    if (i >= n) break;
-    for (int l = 0; l < CFG::lanes; ++l) {
-#pragma HLS UNROLL
-      if (i + l < n) acc[l] = acc[l] + x[i + l];
-    }
-  }
-  return tree_sum<CFG::lanes>(acc);
+  return lane_reduce<CFG>(n, [&](int i) { return x[i]; });
 }
 
 // max_i |x[i]| (exact; independent of LANES).
