@@ -3,11 +3,12 @@
 //   time = max(compute, off-chip traffic)            (double-buffered tiles)
 //        + fixed latencies                            (issue, DMA set-up, pipeline fill)
 // summed over the phase, plus host transfers over PCIe and, over several cards, the
-// card-to-card all-gathers. FPGA designs (arch::Design on an hw::Device) and GPU baselines
+// card-to-card collectives of the executed scheme (card_transfers below). FPGA designs (arch::Design on an hw::Device) and GPU baselines
 // (same workload, documented efficiency factors) use the same Prediction. Every
 // Prediction carries the assumptions it rests on and never exceeds the peak arithmetic or
 // memory bandwidth of its hardware. Equations and sources: docs/performance-model.md.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -75,6 +76,54 @@ struct Workloads {
 };
 Workloads lower(const model::Config& config, const graph::Precision& precision, const Scenario& scenario);
 
+// Card-to-card communication over design.parallel.cards cards, exactly as the multi-card
+// executor runs it (issue 10, contract B; docs/performance-model.md "Several cards"):
+//  tensor split, per layer: a max all-reduce of one fp32 scale per token before wo and
+//    before w2 (int8 activations with per-token dynamic scales only), and a sum all-reduce
+//    of the int32 (fp32 for float activations) partial accumulators, dim x 4 bytes per
+//    token, after wo and after w2; per step an all-gather of the fp32 logits
+//    (vocab x 4 bytes per token whose logits are computed) after the classifier;
+//  pipeline split: x in fp32 (dim x 4 bytes per token) from card k to k+1 at each stage
+//    boundary, and the fp32 logits from the last card back to card 0 (the host samples).
+// Ring algorithms: an all-reduce of B bytes is a reduce-scatter and an all-gather,
+// 2 (N-1) steps of B/N bytes per card; an all-gather of a B-byte whole is N-1 steps of
+// B/N; a send is one hop of B bytes.
+enum class Collective { all_reduce_sum, all_reduce_max, all_gather, send };
+const char* to_string(Collective c);
+
+struct Transfer {
+  std::string name;         // "blk.3.wo partial sums", "blk.3.wo input scale", "logits", "x 0->1"
+  Collective kind = Collective::send;
+  int layer = -1;           // block it belongs to (-1: after the last block)
+  std::string linear;       // matmul it surrounds ("blk.3.wo", "cls"); empty for pipeline sends
+  bool before = false;      // runs before that matmul (the scale of its input) instead of after
+  double bytes = 0;         // all-reduce: the reduced vector; all-gather: the gathered whole; send: the message
+  int from = -1, to = -1;   // send: source and destination card
+
+  int steps(int cards) const;                 // ring steps (hops in sequence)
+  double chunk_bytes(int cards) const;        // bytes one card sends in one step
+  double bytes_sent(int cards, int card) const;  // bytes card `card` sends in all
+  // steps x (hop latency + chunk / link bandwidth)
+  double seconds(int cards, double link_bytes_per_s, double hop_s) const;
+};
+
+// The transfers of one step of `tokens` tokens, `logits_tokens` of which reach the
+// classifier, in execution order. Empty on one card.
+std::vector<Transfer> card_transfers(const model::Config& config, const arch::Parallelism& parallel, int tokens,
+                                     int logits_tokens, bool dynamic_act_scale);
+// Layers of pipeline stage `card`: [first, last).
+std::pair<int, int> pipeline_layers(int n_layers, int cards, int card);
+// Bytes each card sends over the card link for these transfers (index = card).
+std::vector<double> bytes_sent_per_card(const std::vector<Transfer>& transfers, int cards);
+// Card-to-card link of a device: bandwidth per direction (bytes/s) and hop latency (s),
+// with their sources (data/devices.json card_link_gbps, or the documented default).
+struct Link {
+  double bytes_per_s = 0;
+  double hop_s = 0;
+  std::string bandwidth_source, hop_source;
+};
+Link card_link(const hw::Device& device, const Constants& c = constants());
+
 enum class Bound { compute, memory, latency, link };
 const char* to_string(Bound b);
 
@@ -133,6 +182,11 @@ struct Prediction {
   double usd_per_mtoken = 0;       // decode, 0 when no price is known
   PhaseTime prefill, decode;
 
+  // Card-to-card communication of a decode step (card_transfers), per generated token:
+  // bytes each card sends (index = card; empty on one card) and the collectives.
+  std::vector<double> link_bytes_per_token;
+  std::vector<Transfer> decode_transfers;
+
   std::vector<Assumption> assumptions;
   std::vector<std::string> notes;
 };
@@ -156,6 +210,10 @@ double usable_bandwidth(const arch::Design& design, const hw::Device& device, co
 
 void to_json(nlohmann::json& j, const Assumption& a);
 void to_json(nlohmann::json& j, const OpTime& o);
+void to_json(nlohmann::json& j, const Transfer& t);
+// {"per_card_bytes_per_token": [...], "total_bytes_per_token", "collectives_per_token":
+//  [{"kind", "bytes", "count", "bytes_sent_per_card"}]} for a prediction's decode step.
+nlohmann::json communication_json(const std::vector<Transfer>& transfers, int cards, int tokens);
 void to_json(nlohmann::json& j, const Prediction& p);
 // The same without the per-operation lists.
 nlohmann::json summary_json(const Prediction& p);

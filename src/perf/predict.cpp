@@ -188,6 +188,8 @@ struct FpgaContext {
   bool tensor;     // tensor-parallel split
   bool double_buffered;
   double bw_weights = 0, bw_kv = 0, bw_act = 0, bw_pool = 0;  // bytes/s after efficiency
+  Link link = {};
+  const std::vector<Transfer>* transfers = nullptr;  // of the phase being predicted
 };
 
 OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
@@ -238,8 +240,9 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
   o.flops = op.flops * share;
   const double fixed_cycles = x.c.op_fixed_cycles.value + (is_matrix(op.kind) ? mu.pipeline_depth : 0);
   o.fixed_s = passes * fixed_cycles / x.f;
-  if (x.tensor && has_weights(op.kind) && row_parallel(op))
-    o.link_s = all_gather_s(double(op.m) * op.n * op.act_bits / 8.0, n, link_bandwidth(x.dev, x.c), x.c);
+  if (x.transfers)  // the tensor split's collectives around this matmul
+    for (const Transfer& t : *x.transfers)
+      if (!t.linear.empty() && t.linear == op.name) o.link_s += t.seconds(x.cards, x.link.bytes_per_s, x.link.hop_s);
   const double overlapped = x.double_buffered ? std::max(o.compute_s, o.memory_s) : o.compute_s + o.memory_s;
   o.time_s = overlapped + o.fixed_s + o.link_s;
   o.bound = classify(o.compute_s, o.memory_s, o.fixed_s, o.link_s);
@@ -299,6 +302,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
 
   const double f = d.clock_mhz * 1e6;
   FpgaContext x{d, dev, c, pl, f, p.cards, d.parallel.split == arch::Split::tensor, false};
+  x.link = card_link(dev, c);
   const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * d.matrix_unit.weight_bits / 8;
   x.double_buffered = pl.weights_on_chip || d.buffers.weight_bytes >= 2 * tile_bytes;
   const double eta = c.memory_efficiency.value;
@@ -319,14 +323,24 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   x.bw_pool = eta * port_bandwidth(wp, used_channels, f, c) + (same_pool ? 0 : eta * port_bandwidth(kp, kc, f, c));
   double raw_bw = port_bandwidth(wp, pool_channels(wp), f, c) + (same_pool ? 0 : port_bandwidth(kp, pool_channels(kp), f, c));
 
-  auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph) {
+  // Int8 activations are quantized with per-token dynamic scales: the tensor split
+  // all-reduces their maximum (the workload does not mark static scales).
+  const bool dynamic_scale = w.decode.precision.act_bits <= 8;
+  auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph, std::vector<Transfer>& transfers) {
     const int tokens = int(wl.tokens());
+    int logits_tokens = int(wl.shape.batch);
+    for (const auto& op : wl.ops)
+      if (op.kind == graph::OpKind::classifier) logits_tokens = int(op.m);
+    transfers = card_transfers(wl.config, d.parallel, tokens, logits_tokens, dynamic_scale);
+    x.transfers = &transfers;
     for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
-    if (d.parallel.split == arch::Split::pipeline && p.cards > 1) {
-      const double hop_bytes = double(wl.tokens()) * wl.config.dim * wl.precision.act_bits / 8.0;
-      ph.link_s += (p.cards - 1) * (c.link_hop_s.value + hop_bytes / link_bandwidth(dev, c));
-      ph.seconds += (p.cards - 1) * (c.link_hop_s.value + hop_bytes / link_bandwidth(dev, c));
-    }
+    for (const Transfer& t : transfers)
+      if (t.linear.empty()) {  // pipeline hand-offs: one after the other, on the token's path
+        const double s = t.seconds(p.cards, x.link.bytes_per_s, x.link.hop_s);
+        ph.link_s += s;
+        ph.seconds += s;
+      }
+    x.transfers = nullptr;
     ph.host_s = host_seconds(wl, dev, c);
     ph.seconds += ph.host_s;
     if (x.tensor) {
@@ -334,8 +348,17 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
       ph.offchip_bytes *= p.cards;
     }
   };
-  run_phase(w.prefill, p.prefill);
-  run_phase(w.decode, p.decode);
+  std::vector<Transfer> prefill_transfers;
+  run_phase(w.prefill, p.prefill, prefill_transfers);
+  run_phase(w.decode, p.decode, p.decode_transfers);
+  if (p.cards > 1) {
+    p.link_bytes_per_token = bytes_sent_per_card(p.decode_transfers, p.cards);
+    for (double& b : p.link_bytes_per_token) b /= double(w.decode.tokens());
+    if (d.parallel.split == arch::Split::tensor && w.decode.config.n_kv_heads % p.cards != 0)
+      p.notes.push_back(fmt::format("the multi-card executor splits attention by KV head: {} KV heads over {} cards "
+                                    "does not divide (times assume an even split)",
+                                    w.decode.config.n_kv_heads, p.cards));
+  }
 
   p.peak_ops_per_s = peak_ops_per_s(d) * p.cards;
   p.peak_bytes_per_s = raw_bw * p.cards;
@@ -377,9 +400,18 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
        "buffers.weight_bytes >= 2 weight tiles: memory and compute overlap"},
   };
   if (p.cards > 1) {
-    p.assumptions.push_back({"link_bandwidth", link_bandwidth(dev, c) / kGB, "GB/s",
-                             dev.card_link_gbps.has() ? dev.card_link_gbps.source : c.link_gbps_default.source});
-    p.assumptions.push_back({"link_hop_s", c.link_hop_s.value, c.link_hop_s.unit, c.link_hop_s.source});
+    p.assumptions.push_back({"link_bandwidth", x.link.bytes_per_s / kGB, "GB/s", x.link.bandwidth_source});
+    p.assumptions.push_back({"link_hop_s", x.link.hop_s, c.link_hop_s.unit, x.link.hop_source});
+    p.notes.push_back(
+        std::string("card-to-card: ") +
+        (d.parallel.split == arch::Split::tensor
+             ? std::string("tensor split as executed: per layer a sum all-reduce of dim x 4-byte partial sums after wo "
+                           "and w2") +
+                   (dynamic_scale ? " and a max all-reduce of one 4-byte scale per token before each" : "") +
+                   "; an all-gather of the fp32 logits; ring algorithms (all-reduce 2(N-1) steps of B/N, all-gather "
+                   "N-1 steps)"
+             : "pipeline split as executed: x in fp32 (dim x 4 bytes per token) from each stage to the next, the fp32 "
+               "logits from the last card back to card 0; one hop each"));
   }
   if (p.watts > 0 && !dev.cloud_usd_per_hour.has() && dev.price_usd.has()) {
     p.assumptions.push_back({"amortization_years", c.amortization_years.value, "years", c.amortization_years.source});
@@ -537,6 +569,8 @@ nlohmann::json summary_json(const Prediction& p) {
                       {"usd_per_mtoken", p.usd_per_mtoken},
                       {"assumptions", p.assumptions},
                       {"notes", p.notes}};
+  if (p.kind == hw::Kind::fpga && p.cards > 1)
+    j["communication"] = communication_json(p.decode_transfers, p.cards, p.scenario.batch);
   for (auto [name, ph] : {std::pair{"prefill_breakdown", &p.prefill}, std::pair{"decode_breakdown", &p.decode}})
     j[name] = {{"compute_s", ph->compute_s}, {"memory_s", ph->memory_s}, {"fixed_s", ph->fixed_s},
                {"link_s", ph->link_s},       {"host_s", ph->host_s},     {"seconds", ph->seconds},

@@ -188,25 +188,52 @@ class Lowering {
     }
   }
 
-  // The card that runs layer `layer` (pipeline split), or -1 for every card.
+  // The card that runs layer `layer` (pipeline split: card k holds the layers
+  // perf::pipeline_layers gives it), or -1 for every card.
   int owner(int layer) const {
     if (!pipeline_) return -1;
     if (layer < 0) return -1;
-    return int(std::int64_t(layer) * n_ / cfg_.n_layers);
+    for (int k = 0; k < n_; ++k)
+      if (layer < perf::pipeline_layers(cfg_.n_layers, n_, k).second) return k;
+    return n_ - 1;
   }
 
   void lower(const arch::Program& prog, int program_index) {
     program_ = program_index;
+    // The executor's communication for this step (perf::card_transfers: the analytical
+    // model counts the same list).
+    const auto transfers = perf::card_transfers(cfg_, d_.parallel, prog.tokens, prog.tokens, d_.matrix_unit.act_bits <= 8);
+    rep_.transfers.insert(rep_.transfers.end(), transfers.begin(), transfers.end());
     for (const auto& ins : prog.instructions) {
       // Pipeline split: embedding on the first card, classifier on the last.
       int only = owner(ins.layer);
       if (pipeline_ && ins.layer < 0) only = (ins.op == arch::Op::embed) ? 0 : n_ - 1;
       if (done_.empty()) done_.assign(n_, -1);
       if (pipeline_ && ins.op == arch::Op::embed) stage_card_ = 0;  // tokens come from the host
-      if (pipeline_ && only != stage_card_ && only >= 0) hand_off(only, ins, prog.tokens);
+      if (pipeline_ && only != stage_card_ && only >= 0) {
+        for (const auto& t : transfers)
+          if (t.kind == perf::Collective::send && t.from == stage_card_ && t.to == only) send(t);
+        stage_card_ = only;
+      }
+      const bool matmul = ins.op == arch::Op::matmul;
+      if (tensor_ && matmul)
+        for (const auto& t : transfers)
+          if (t.before && t.linear == ins.name) ring(t);
       for (int k = 0; k < n_; ++k) {
         if (only >= 0 && k != only) continue;
         lower_one(k, ins);
+      }
+      if (tensor_ && matmul)
+        for (const auto& t : transfers)
+          if (!t.before && t.linear == ins.name) ring(t);
+      if (matmul && ins.host_bytes > 0 && n_ > 1) {
+        // Logits reach the host from card 0: gathered there (tensor) or sent back by the
+        // last stage (pipeline).
+        if (pipeline_)
+          for (const auto& t : transfers)
+            if (t.kind == perf::Collective::send && t.to == 0 && t.from == n_ - 1) send(t);
+        const int op = add_op(ins.name + " logits to host", "host", ins.layer, 0);
+        done_[0] = e_.transfer(op, cards_[0].host, ins.host_bytes, {done_[0]});
       }
     }
   }
@@ -217,15 +244,29 @@ class Lowering {
   const std::vector<std::string>& op_kind() const { return op_kind_; }
 
  private:
-  // Pipeline split: the activations of the step move from the current stage's card to
-  // card `to` over the card link (one hop per stage boundary).
-  void hand_off(int to, const arch::Instruction& ins, int tokens) {
-    const int from = stage_card_;
-    const int op = add_op(fmt::format("stage{}->{}", from, to), "hand_off", ins.layer, from);
-    const std::int64_t bytes = std::int64_t(tokens) * cfg_.dim * d_.matrix_unit.act_bits / 8;
-    const TaskId t = e_.transfer(op, cards_[from].link, bytes, {done_[from]});
-    done_[to] = e_.compute(op, cards_[to].ctrl, 0, {t, done_[to]});
-    stage_card_ = to;
+  // Point-to-point over the sending card's link (pipeline hand-offs, logits back).
+  void send(const perf::Transfer& t) {
+    const int op = add_op(t.name, perf::to_string(t.kind), t.layer, t.from);
+    const TaskId sent = e_.transfer(op, cards_[t.from].link, std::int64_t(std::ceil(t.bytes)), {done_[t.from]});
+    done_[t.to] = e_.compute(op, cards_[t.to].ctrl, 0, {sent, done_[t.to]});
+  }
+
+  // A ring collective over all cards: t.steps() steps, in each every card sends one chunk
+  // to the next over its link and waits for the chunk from the previous card.
+  void ring(const perf::Transfer& t) {
+    const std::int64_t chunk = std::int64_t(std::ceil(t.chunk_bytes(n_)));
+    std::vector<int> ops(n_);
+    std::vector<TaskId> last(n_);
+    for (int k = 0; k < n_; ++k) {
+      ops[k] = add_op(t.name, perf::to_string(t.kind), t.layer, k);
+      last[k] = e_.compute(ops[k], cards_[k].ctrl, 0, {done_[k]});
+    }
+    for (int step = 0; step < t.steps(n_); ++step) {
+      std::vector<TaskId> sent(n_);
+      for (int k = 0; k < n_; ++k) sent[k] = e_.transfer(ops[k], cards_[k].link, chunk, {last[k]});
+      for (int k = 0; k < n_; ++k) last[k] = e_.compute(ops[k], cards_[k].ctrl, 0, {last[k], sent[(k + n_ - 1) % n_]});
+    }
+    for (int k = 0; k < n_; ++k) done_[k] = last[k];
   }
 
   int add_op(const std::string& name, const std::string& kind, int layer, int card) {
@@ -274,13 +315,6 @@ class Lowering {
         }
         ends.push_back(t);
       }
-    }
-    if (tensor_ && ins.op == arch::Op::matmul && row_parallel(ins.linear)) {
-      // Ring all-gather of the layer output, as the analytical model counts it:
-      // cards-1 steps of bytes/cards each over every card's link.
-      ends.push_back(issue);
-      all_gather(ins, op, ends);
-      return;
     }
     ends.push_back(issue);
     done_[k] = e_.compute(op, cd.ctrl, 0, ends);
@@ -337,7 +371,7 @@ class Lowering {
         if (load >= 0) e_.release(last, cd.weight_buf, payload);
       }
     }
-    if (ins.host_bytes > 0) last = e_.transfer(op, cd.host, ceil_div(ins.host_bytes, share), {last});
+    if (ins.host_bytes > 0 && n_ == 1) last = e_.transfer(op, cd.host, ins.host_bytes, {last});
     return last;
   }
 
@@ -409,30 +443,6 @@ class Lowering {
     return last;
   }
 
-  // Ring all-gather of the layer output, as the analytical model counts it: cards-1
-  // steps, in each every card sends bytes/cards to the next over its link and waits for
-  // the chunk from the previous card. Called once per card; the ring is built when the
-  // last card has lowered its part of the matmul.
-  void all_gather(const arch::Instruction& ins, int op, const std::vector<TaskId>& ends) {
-    pending_gather_.push_back({op, ends});
-    if (int(pending_gather_.size()) < n_) return;
-    const std::int64_t bytes = ceil_div(std::int64_t(ins.tokens) * ins.rows * d_.matrix_unit.act_bits / 8, n_);
-    std::vector<TaskId> last(n_);
-    for (int k = 0; k < n_; ++k)
-      last[k] = e_.compute(pending_gather_[k].first, cards_[k].ctrl, 0, pending_gather_[k].second);
-    for (int step = 0; step < n_ - 1; ++step) {
-      std::vector<TaskId> sent(n_);
-      for (int k = 0; k < n_; ++k) sent[k] = e_.transfer(pending_gather_[k].first, cards_[k].link, bytes, {last[k]});
-      for (int k = 0; k < n_; ++k)
-        last[k] = e_.compute(pending_gather_[k].first, cards_[k].ctrl, 0, {last[k], sent[(k + n_ - 1) % n_]});
-    }
-    for (int k = 0; k < n_; ++k) {
-      done_[k] = last[k];
-      fused_inputs_[k].clear();
-    }
-    pending_gather_.clear();
-  }
-
   const model::Config& cfg_;
   const arch::Design& d_;
   const hw::Device& dev_;
@@ -446,7 +456,6 @@ class Lowering {
   std::vector<Card> cards_;
   std::vector<TaskId> done_;
   std::map<int, std::vector<TaskId>> fused_inputs_;
-  std::vector<std::pair<int, std::vector<TaskId>>> pending_gather_;
   int stage_card_ = 0;
   int program_ = 0;
   std::vector<int> op_program_;
@@ -485,6 +494,10 @@ void fill_report(Report& rep, const Lowering& low, const Engine& e, const Result
       ur.utilization = r.cycles > 0 ? sum / r.units[u].channel_busy.size() / r.cycles : 0;
     } else {
       ur.utilization = r.cycles > 0 ? ur.state[int(State::busy)] / r.cycles : 0;
+    }
+    if (units[u].kind == UnitKind::card_link) {
+      if (rep.link_bytes_per_token.size() <= std::size_t(ur.card)) rep.link_bytes_per_token.resize(ur.card + 1, 0.0);
+      rep.link_bytes_per_token[ur.card] = rep.tokens > 0 ? double(ur.bytes) / rep.tokens : 0;
     }
     rep.units.push_back(ur);
   }
@@ -691,6 +704,10 @@ void to_json(json& j, const Report& r) {
   json a = json::array();
   for (const auto& x : r.assumptions) a.push_back({{"name", x.name}, {"value", x.value}, {"unit", x.unit}, {"source", x.source}});
   j["assumptions"] = a;
+  if (r.cards > 1) {
+    j["communication"] = perf::communication_json(r.transfers, r.cards, r.tokens);
+    j["link_bytes_per_token"] = r.link_bytes_per_token;  // what the simulated links carried
+  }
 }
 
 }  // namespace sim

@@ -16,9 +16,11 @@
 //     3 for softmax, 1 otherwise, as the analytical model counts them);
 //   - an in-order controller issues each instruction after the previous one finished
 //     (perf constant op_fixed_cycles); fused instructions run inside their neighbour;
-//   - host transfers over PCIe, card-to-card all-gathers (tensor split, after wo and w2)
-//     and stage hand-offs (pipeline split) over the card link, with the analytical
-//     model's volumes and link figures.
+//   - host transfers over PCIe; over several cards the executor's collectives
+//     (perf::card_transfers: max and sum all-reduces around wo and w2 and the logits
+//     all-gather for a tensor split, stage hand-offs and the logits back to card 0 for a
+//     pipeline split) as ring steps on each card's link, with the analytical model's
+//     volumes and link figures.
 // Bandwidths, efficiencies and latencies come from hw::Device and perf::constants()
 // (one copy of every number); the memory request latency from data/sim_model.json.
 #include <cstdint>
@@ -31,6 +33,7 @@
 #include "arch/program.hpp"
 #include "hw/device.hpp"
 #include "model/config.hpp"
+#include "perf/perf.hpp"
 #include "sim/engine.hpp"
 
 namespace sim {
@@ -103,6 +106,10 @@ struct Report {
   std::vector<UnitReport> units;
   std::vector<Assumption> assumptions;
   std::vector<std::string> notes;  // placement and modelling choices of this run
+  // Card-to-card communication: the collectives simulated (all programs), and the bytes
+  // each card's link carried per token (index = card; empty on one card).
+  std::vector<perf::Transfer> transfers;
+  std::vector<double> link_bytes_per_token;
 };
 
 struct TraceOptions {

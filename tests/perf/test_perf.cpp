@@ -172,6 +172,65 @@ TEST(Perf, TensorParallelSplitsWorkAndAddsLinkTime) {
   EXPECT_GT(four.decode_step_s, one.decode_step_s / 4);
 }
 
+// The executor's communication (issue 10, contract B) for stories260K (dim 64, 5 layers,
+// vocab 512), worked out by hand. Tensor split, per card and token, ring algorithms:
+//   sum all-reduce of 64 int32 = 256 bytes: 2 (N-1)/N x 256 sent, twice per layer;
+//   max all-reduce of one fp32 scale = 4 bytes: 2 (N-1)/N x 4 sent, twice per layer;
+//   all-gather of 512 fp32 logits = 2048 bytes: (N-1)/N x 2048 sent, once.
+// N = 2: 5 x (2 x 256 + 2 x 4) + 1024 = 3624.  N = 4: 5 x (2 x 384 + 2 x 6) + 1536 = 5436.
+// Pipeline split: each stage but the last sends x (64 fp32 = 256 bytes); the last sends the
+// 2048 bytes of logits to card 0. Layers per card for N = 4: 1, 1, 1, 2.
+TEST(Perf, CardTransfersByHand) {
+  const model::Config cfg = *model::find_preset("stories260k");
+  for (auto [cards, per_card] : {std::pair{2, 3624.0}, std::pair{4, 5436.0}}) {
+    const auto t = perf::card_transfers(cfg, {cards, arch::Split::tensor}, 1, 1, true);
+    EXPECT_EQ(t.size(), 5u * 4 + 1);
+    const auto sent = perf::bytes_sent_per_card(t, cards);
+    ASSERT_EQ(sent.size(), std::size_t(cards));
+    for (double b : sent) EXPECT_DOUBLE_EQ(b, per_card) << cards << " cards";
+  }
+  // Static (or float) activation scales: no max all-reduce.
+  EXPECT_DOUBLE_EQ(perf::bytes_sent_per_card(perf::card_transfers(cfg, {2, arch::Split::tensor}, 1, 1, false), 2)[0],
+                   5 * 2 * 256.0 + 1024);
+  // A prefill block of 16 tokens with the logits of all 16: sixteen times the volume.
+  EXPECT_DOUBLE_EQ(perf::bytes_sent_per_card(perf::card_transfers(cfg, {2, arch::Split::tensor}, 16, 16, true), 2)[1],
+                   16 * 3624.0);
+  const auto p2 = perf::bytes_sent_per_card(perf::card_transfers(cfg, {2, arch::Split::pipeline}, 1, 1, true), 2);
+  EXPECT_EQ(p2, (std::vector<double>{256, 2048}));
+  const auto p4 = perf::bytes_sent_per_card(perf::card_transfers(cfg, {4, arch::Split::pipeline}, 1, 1, true), 4);
+  EXPECT_EQ(p4, (std::vector<double>{256, 256, 256, 2048}));
+  EXPECT_EQ(perf::pipeline_layers(5, 4, 3), (std::pair{3, 5}));
+  EXPECT_EQ(perf::pipeline_layers(5, 2, 0), (std::pair{0, 2}));
+  EXPECT_TRUE(perf::card_transfers(cfg, {1, arch::Split::none}, 1, 1, true).empty());
+}
+
+// The prediction carries those bytes per token and the link time of the ring steps:
+// before wo, 2 steps of (1 us hop + 2 bytes / 12.5 GB/s); after it 2 steps of
+// (1 us + 128 bytes / 12.5 GB/s) on the U280's QSFP28 link.
+TEST(Perf, PredictionCountsTheExecutedCommunication) {
+  const model::Config cfg = *model::find_preset("stories260k");
+  arch::Design d = design(16, 32, 16);
+  d.parallel = {2, arch::Split::tensor};
+  const auto& c = perf::constants();
+  const auto w = perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, 16, 64});
+  const perf::Prediction p = perf::predict(d, hw::find_device("u280"), w);
+  EXPECT_EQ(p.link_bytes_per_token, (std::vector<double>{3624, 3624}));
+  const double link = 12.5e9, hop = c.link_hop_s.value;
+  bool seen = false;
+  for (const auto& o : p.decode.ops)
+    if (o.name == "blk.2.wo") {
+      seen = true;
+      EXPECT_NEAR(o.link_s, 2 * (hop + 2 / link) + 2 * (hop + 128 / link), 1e-15);
+    } else if (o.name == "cls") {
+      EXPECT_NEAR(o.link_s, hop + 1024 / link, 1e-15);
+    }
+  EXPECT_TRUE(seen);
+  d.parallel = {4, arch::Split::pipeline};
+  const perf::Prediction q = perf::predict(d, hw::find_device("u280"), w);
+  EXPECT_EQ(q.link_bytes_per_token, (std::vector<double>{256, 256, 256, 2048}));
+  EXPECT_NEAR(q.decode.link_s, 3 * (hop + 256 / link) + (hop + 2048 / link), 1e-15);
+}
+
 TEST(Perf, ValidationMedianErrorWithinBound) {
   const perf::Validation v = perf::validate(fpgallm::data_dir() + "/published_results.csv", fpgallm::data_dir() + "/published");
   int fpga = 0, gpu = 0;

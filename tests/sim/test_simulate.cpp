@@ -1,6 +1,7 @@
 // The lowering of arch::Program onto the simulator, checked against counts worked out
 // independently from the model's shapes (bytes moved, MAC-array cycles, link volume), the
 // effect of double buffering, and the command line with its Perfetto trace.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -155,27 +156,48 @@ TEST(SimLowering, SingleTileWeightBufferSerializesLoadAndCompute) {
   EXPECT_LE(sixteen.cycles, two.cycles);
 }
 
-// Tensor split over 2 cards: after each wo and w2 a ring all-gather moves
-// (cards-1) x tokens x dim / cards bytes out of every card, as the analytical model counts.
-// Pipeline split: one hand-off of tokens x dim bytes between the two stages.
-TEST(SimLowering, SplitsMoveTheAnalyticalModelsLinkVolume) {
+// The executor's communication (issue 10, contract B), worked out by hand for stories110m
+// (dim 768, 12 layers, vocab 32000), decode of one token, per card (ring algorithms):
+// tensor split over N cards: per layer a max all-reduce of one 4-byte scale before wo and
+// before w2 (2 (N-1) steps of 4/N bytes) and a sum all-reduce of 768 int32 partial sums
+// after each (2 (N-1) steps of 3072/N bytes); then an all-gather of the 32000 fp32 logits
+// (N-1 steps of 128000/N bytes).
+//   N = 2: 12 x 2 x (4 + 3072) + 64000 = 137824;  N = 4: 12 x 2 x (6 + 4608) + 96000 = 206736.
+// Pipeline split: x in fp32 (3072 bytes) from each stage to the next; the last card sends
+// the 128000 bytes of logits back to card 0.
+TEST(SimLowering, SplitsMoveTheExecutorsCommunication) {
   const auto cfg = preset("stories110m");
   auto d = u280_design();
-  d.parallel = {2, arch::Split::tensor};
   sim::Options o;
   o.context = 64;
   const auto& dev = hw::find_device("u280");
-  const auto t = sim::simulate(cfg, d, dev, o);
-  EXPECT_EQ(t.cards, 2);
-  EXPECT_EQ(unit(t, "card0.card_link").bytes, 12 * 2 * 1 * (768 / 2));
-  EXPECT_EQ(unit(t, "card1.card_link").bytes, 12 * 2 * 1 * (768 / 2));
+  for (auto [cards, per_card] : {std::pair{2, 137824.0}, std::pair{4, 206736.0}}) {
+    d.parallel = {cards, arch::Split::tensor};
+    const auto t = sim::simulate(cfg, d, dev, o);
+    EXPECT_EQ(t.cards, cards);
+    for (int k = 0; k < cards; ++k) EXPECT_EQ(unit(t, fmt::format("card{}.card_link", k)).bytes, per_card) << cards;
+    EXPECT_EQ(t.link_bytes_per_token, std::vector<double>(cards, per_card));
+    // The analytical model counts the same bytes.
+    const auto w = perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, 16, 64});
+    EXPECT_EQ(perf::predict(d, dev, w).link_bytes_per_token, t.link_bytes_per_token);
+  }
   // Each card streams half of every block matmul.
+  d.parallel = {2, arch::Split::tensor};
+  const auto t = sim::simulate(cfg, d, dev, o);
   const auto one = sim::simulate(cfg, u280_design(), dev, o);
   EXPECT_LT(unit(t, "card0.HBM2 weights").bytes, unit(one, "HBM2 weights").bytes * 0.6);
   d.parallel = {2, arch::Split::pipeline};
   const auto p = sim::simulate(cfg, d, dev, o);
-  EXPECT_EQ(unit(p, "card0.card_link").bytes, 768);
-  EXPECT_EQ(unit(p, "card1.card_link").bytes, 0);
+  EXPECT_EQ(unit(p, "card0.card_link").bytes, 3072);
+  EXPECT_EQ(unit(p, "card1.card_link").bytes, 128000);
+  d.parallel = {4, arch::Split::pipeline};
+  const auto p4 = sim::simulate(cfg, d, dev, o);
+  EXPECT_EQ(p4.link_bytes_per_token, (std::vector<double>{3072, 3072, 3072, 128000}));
+  // Prefill of 16 tokens (one program): sixteen times the per-token volume.
+  o.stage = arch::Stage::prefill;
+  o.prompt = 16;
+  d.parallel = {2, arch::Split::tensor};
+  EXPECT_EQ(sim::simulate(cfg, d, dev, o).link_bytes_per_token, (std::vector<double>{137824, 137824}));
 }
 
 // The command line: tables, --json, the trace in the Trace Event Format, and bad input.
