@@ -5,7 +5,10 @@
 #include <iostream>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "cli/command.hpp"
+#include "mpi/dist.hpp"
 #include "util/error.hpp"
 
 namespace cli {
@@ -59,11 +62,25 @@ void Progress::finish() {
 
 }  // namespace cli
 
+namespace {
+
+// Under mpirun a rank that fails ends the whole job (dist::abort_job), so the others never
+// wait forever in a collective; single-process runs return the status.
+int fail(const std::string& line, int code) {
+  std::cout.flush();
+  if (dist::distributed()) dist::abort_job(fmt::format("{} (rank {} of {})", line, dist::rank(), dist::size()), code);
+  std::cerr << line << std::endl;
+  return code;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"fpgallm: take a transformer language model to an FPGA deployment"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fpgallm 0.1.0");
   cli::setup_commands(app);
+  dist::size();  // initializes MPI when launched by mpirun
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -73,16 +90,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "fpgallm: " << e.what() << " (see fpgallm --help)" << std::endl;
-    return 2;
+    return fail(fmt::format("fpgallm: {} (see fpgallm --help)", e.what()), 2);
   } catch (const fpgallm::InputError& e) {
-    std::cout.flush();
-    std::cerr << "fpgallm: " << e.what() << std::endl;
-    return 2;
+    return fail(fmt::format("fpgallm: {}", e.what()), 2);
   } catch (const std::exception& e) {
-    std::cout.flush();
-    std::cerr << "fpgallm: error: " << e.what() << std::endl;
-    return 1;
+    return fail(fmt::format("fpgallm: error: {}", e.what()), 1);
   }
   return 0;
 }
