@@ -46,11 +46,6 @@ namespace {
 
 constexpr double kGB = 1e9;
 
-int pow2_floor(double v) {
-  int p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
 std::int64_t pow2_ceil(double v) {
   std::int64_t p = 1;
   while (p < v) p *= 2;
@@ -303,9 +298,16 @@ std::string fit_suggestion(const Request& req, const hw::Device& dev) {
 }
 
 Exploration explore(const std::vector<const hw::Device*>& devices, const Request& req, Objective obj) {
-  Exploration e;
   const perf::Workloads w = perf::lower(req.config, req.precision, req.scenario);
-  for (const hw::Device* d : devices) e.devices.push_back(explore_device(*d, req, obj, w));
+  std::vector<DeviceResult> results;
+  for (const hw::Device* d : devices) results.push_back(explore_device(*d, req, obj, w));
+  return combine(std::move(results), req, obj);
+}
+
+Exploration combine(std::vector<DeviceResult> results, const Request& req, Objective obj) {
+  Exploration e;
+  e.devices = std::move(results);
+  const perf::Workloads w = perf::lower(req.config, req.precision, req.scenario);
   std::stable_sort(e.devices.begin(), e.devices.end(), [&](const DeviceResult& a, const DeviceResult& b) {
     if (a.fits() != b.fits()) return a.fits();
     if (!a.fits()) return false;

@@ -73,6 +73,9 @@ struct Exploration {
   std::vector<std::string> advice;    // plain words
 };
 Exploration explore(const std::vector<const hw::Device*>& devices, const Request& request, Objective objective);
+// What explore does after the per-device searches: `results` (one explore_device per
+// device, in the order of the device list) ranked by the objective, with the advice.
+Exploration combine(std::vector<DeviceResult> results, const Request& request, Objective objective);
 
 // The precision a quantization plan gives the workload: per-layer weight bits, activation
 // and KV widths, int4 group. Throws std::invalid_argument for a plan without layers.
