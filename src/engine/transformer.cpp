@@ -80,6 +80,48 @@ void softmax(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] /= sum;
 }
 
+void rope(float* q, int q_dim, float* k, int kv_dim, int head_size, int pos, float theta) {
+  for (int i = 0; i < q_dim; i += 2) {
+    const int head_dim = i % head_size;
+    const float freq = 1.0f / std::pow(theta, static_cast<float>(head_dim) / static_cast<float>(head_size));
+    const float val = static_cast<float>(pos) * freq;
+    const float fcr = std::cos(val), fci = std::sin(val);
+    const int rotn = k != nullptr && i < kv_dim ? 2 : 1;
+    for (int r = 0; r < rotn; ++r) {
+      float* vec = r == 0 ? q : k;
+      const float v0 = vec[i], v1 = vec[i + 1];
+      vec[i] = v0 * fcr - v1 * fci;
+      vec[i + 1] = v0 * fci + v1 * fcr;
+    }
+  }
+}
+
+void attention_head(const float* q, const float* keys, const float* values, std::size_t stride, int n_keys,
+                    int head_size, float* att, float* out) {
+  const float scale = std::sqrt(static_cast<float>(head_size));
+  for (int t = 0; t < n_keys; ++t) {
+    const float* kt = keys + static_cast<std::size_t>(t) * stride;
+    float score = 0.0f;
+    for (int i = 0; i < head_size; ++i) score += q[i] * kt[i];
+    att[t] = score / scale;
+  }
+  softmax(att, n_keys);
+  std::memset(out, 0, head_size * sizeof(float));
+  for (int t = 0; t < n_keys; ++t) {
+    const float* vt = values + static_cast<std::size_t>(t) * stride;
+    const float a = att[t];
+    for (int i = 0; i < head_size; ++i) out[i] += a * vt[i];
+  }
+}
+
+void swiglu(float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) {
+    float val = gate[i];
+    val *= 1.0f / (1.0f + std::exp(-val));
+    gate[i] = val * up[i];
+  }
+}
+
 Transformer::Transformer(const model::Model& m) : model_(m) {
   const auto& c = m.config;
   if (!m.has_weights()) throw std::invalid_argument(c.name + " has no weights (a preset cannot be run)");
@@ -133,44 +175,17 @@ const float* Transformer::forward(int token, int pos) {
     linear({l, Linear::wk, xb_.data(), k, kv_dim, dim, pos});
     linear({l, Linear::wv, xb_.data(), v, kv_dim, dim, pos});
 
-    // Rotary embedding on interleaved (even, odd) pairs of each head.
-    for (int i = 0; i < q_dim; i += 2) {
-      const int head_dim = i % head_size;
-      const float freq = 1.0f / std::pow(c.rope_theta, static_cast<float>(head_dim) / static_cast<float>(head_size));
-      const float val = static_cast<float>(pos) * freq;
-      const float fcr = std::cos(val), fci = std::sin(val);
-      const int rotn = i < kv_dim ? 2 : 1;
-      for (int r = 0; r < rotn; ++r) {
-        float* vec = r == 0 ? q_.data() : k;
-        const float v0 = vec[i], v1 = vec[i + 1];
-        vec[i] = v0 * fcr - v1 * fci;
-        vec[i + 1] = v0 * fci + v1 * fcr;
-      }
-    }
+    rope(q_.data(), q_dim, k, kv_dim, head_size, pos, c.rope_theta);
     on_kv_stored(l, pos, k, v);
 
     const float* layer_keys = key_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;
     const float* layer_values = value_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;
-    const float scale = std::sqrt(static_cast<float>(head_size));
 #pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * (pos + 1) * head_size >= (1L << 18))
     for (int h = 0; h < c.n_heads; ++h) {
-      const float* qh = q_.data() + h * head_size;
-      float* att = att_.data() + static_cast<std::size_t>(h) * c.seq_len;
       const int kv_off = (h / kv_mul) * head_size;
-      for (int t = 0; t <= pos; ++t) {
-        const float* kt = layer_keys + static_cast<std::size_t>(t) * kv_dim + kv_off;
-        float score = 0.0f;
-        for (int i = 0; i < head_size; ++i) score += qh[i] * kt[i];
-        att[t] = score / scale;
-      }
-      softmax(att, pos + 1);
-      float* out = xb_.data() + h * head_size;
-      std::memset(out, 0, head_size * sizeof(float));
-      for (int t = 0; t <= pos; ++t) {
-        const float* vt = layer_values + static_cast<std::size_t>(t) * kv_dim + kv_off;
-        const float a = att[t];
-        for (int i = 0; i < head_size; ++i) out[i] += a * vt[i];
-      }
+      attention_head(q_.data() + h * head_size, layer_keys + kv_off, layer_values + kv_off,
+                     static_cast<std::size_t>(kv_dim), pos + 1, head_size,
+                     att_.data() + static_cast<std::size_t>(h) * c.seq_len, xb_.data() + h * head_size);
     }
 
     linear({l, Linear::wo, xb_.data(), xb2_.data(), dim, q_dim, pos});
@@ -179,11 +194,7 @@ const float* Transformer::forward(int token, int pos) {
     rmsnorm(xb_.data(), x_.data(), lw.ffn_norm.data(), dim, c.norm_eps);
     linear({l, Linear::w1, xb_.data(), hb_.data(), hidden, dim, pos});
     linear({l, Linear::w3, xb_.data(), hb2_.data(), hidden, dim, pos});
-    for (int i = 0; i < hidden; ++i) {
-      float val = hb_[i];
-      val *= 1.0f / (1.0f + std::exp(-val));
-      hb_[i] = val * hb2_[i];
-    }
+    swiglu(hb_.data(), hb2_.data(), hidden);
     linear({l, Linear::w2, hb_.data(), xb_.data(), dim, hidden, pos});
     for (int i = 0; i < dim; ++i) x_[i] += xb_[i];
   }
