@@ -27,6 +27,12 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
+// The design as one card running the whole model.
+arch::Design one_card(arch::Design d) {
+  d.parallel = arch::Parallelism{};
+  return d;
+}
+
 }  // namespace
 
 std::vector<std::string> accel_design_problems(const arch::Design& d) {
@@ -106,6 +112,16 @@ struct AccelTransformer::State {
   int kv_bits = 8;
   int max_tokens = 1;  // tokens per program
 
+  // Multi-card: the card's share (the whole model on one card) and its link.
+  CardShare share;
+  CardLink* link = nullptr;
+  bool tensor = false, pipeline = false;
+  int kv_dim = 0, kv_heads = 0;  // the card's KV heads
+  std::vector<std::int32_t> partial;  // [max_tokens][dim]: int32 partials of wo, w2 (tensor)
+  std::vector<float> logits_part;     // [max_tokens][card's vocab rows] (tensor)
+  std::vector<float> token_max;       // [max_tokens]
+  std::uint64_t tokens_run = 0;
+
   std::vector<float> rope;  // [seq_len][head_dim]: cos, sin pairs
   std::vector<float> kf, vf;
   std::vector<std::uint16_t> kh, vh;
@@ -128,25 +144,42 @@ struct AccelTransformer::State {
 
   template <int BITS>
   kernels::KvCache<BITS> cache(int layer) {
-    const std::size_t off = std::size_t(layer) * c.seq_len * c.kv_dim();
-    const std::size_t soff = std::size_t(layer) * c.seq_len * c.n_kv_heads;
-    if constexpr (BITS == 32) return {kf.data() + off, vf.data() + off, nullptr, nullptr, c.kv_dim(), c.n_kv_heads};
-    if constexpr (BITS == 16) return {kh.data() + off, vh.data() + off, nullptr, nullptr, c.kv_dim(), c.n_kv_heads};
+    const int held = layer - share.layer_begin;
+    const std::size_t off = std::size_t(held) * c.seq_len * kv_dim;
+    const std::size_t soff = std::size_t(held) * c.seq_len * kv_heads;
+    if constexpr (BITS == 32) return {kf.data() + off, vf.data() + off, nullptr, nullptr, kv_dim, kv_heads};
+    if constexpr (BITS == 16) return {kh.data() + off, vh.data() + off, nullptr, nullptr, kv_dim, kv_heads};
     if constexpr (BITS == 8)
-      return {kq.data() + off, vq.data() + off, ks.data() + soff, vs.data() + soff, c.kv_dim(), c.n_kv_heads};
+      return {kq.data() + off, vq.data() + off, ks.data() + soff, vs.data() + soff, kv_dim, kv_heads};
   }
 
   void exec(const arch::Instruction& in, std::size_t index, const std::vector<int>& tokens);
   void matmul(const arch::Instruction& in);
+  void card_program();
+  std::uint64_t kv_bytes() const {
+    return kf.size() * 8 + kh.size() * 4 + kq.size() * 2 + (ks.size() + vs.size()) * 4;
+  }
   template <int BITS>
   void attention(const arch::Instruction& in, const accel::AttentionKernels<BITS>& k);
 };
 
 AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design)
+    : AccelTransformer(base, qm, design, card_share(qm.config, qm.plan, one_card(design), 0), nullptr) {}
+
+AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design,
+                                   const CardShare& share, CardLink* link)
     : Transformer(base), s_(std::make_unique<State>(qm, design)) {
   if (auto p = accel_problems(qm, design); !p.empty()) throw fpgallm::InputError("design", p.front());
   State& s = *s_;
   const auto& c = s.c;
+  s.share = share;
+  if (s.share.cards > 1 && (!link || link->cards() != share.cards || link->card() != share.card))
+    throw std::invalid_argument("a card of a multi-card design needs its link");
+  s.link = link;
+  s.tensor = s.share.cards > 1 && s.share.split == arch::Split::tensor;
+  s.pipeline = s.share.cards > 1 && s.share.split == arch::Split::pipeline;
+  s.kv_heads = s.share.kv_heads;
+  s.kv_dim = s.share.kv_heads * c.head_dim();
   s.mk = accel::matrix_kernels(design.matrix_unit.rows, design.matrix_unit.cols, design.tiling.tile_rows,
                                design.tiling.tile_cols);
   s.vk = accel::vector_kernels(design.vector_unit.lanes, design.vector_unit.exp_table_bits);
@@ -165,8 +198,9 @@ AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantM
       s.rope[std::size_t(pos) * hd + i + 1] = std::sin(val);
     }
 
-  const std::size_t cache = std::size_t(c.n_layers) * c.seq_len * c.kv_dim();
-  const std::size_t scales = std::size_t(c.n_layers) * c.seq_len * c.n_kv_heads;
+  const std::size_t layers_held = std::size_t(s.share.layer_end - s.share.layer_begin);
+  const std::size_t cache = layers_held * c.seq_len * s.kv_dim;
+  const std::size_t scales = layers_held * c.seq_len * s.kv_heads;
   if (s.kv_bits == 32) s.kf.assign(cache, 0.0f), s.vf.assign(cache, 0.0f);
   if (s.kv_bits == 16) s.kh.assign(cache, 0), s.vh.assign(cache, 0);
   if (s.kv_bits == 8) s.kq.assign(cache, 0), s.vq.assign(cache, 0), s.ks.assign(scales, 0.0f), s.vs.assign(scales, 0.0f);
@@ -182,14 +216,24 @@ AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantM
   set(Buf::x, c.dim);
   set(Buf::xb, c.dim);
   set(Buf::xb2, c.dim);
-  set(Buf::q, q_dim);
-  set(Buf::k, c.kv_dim());
-  set(Buf::v, c.kv_dim());
-  set(Buf::att, q_dim);
-  set(Buf::hb, c.hidden_dim);
-  set(Buf::hb2, c.hidden_dim);
+  set(Buf::q, s.share.q_heads * hd);
+  set(Buf::k, s.kv_dim);
+  set(Buf::v, s.kv_dim);
+  set(Buf::att, s.share.q_heads * hd);
+  set(Buf::hb, s.share.hidden);
+  set(Buf::hb2, s.share.hidden);
   set(Buf::logits, c.vocab_size);
+  (void)q_dim;
+  if (s.tensor) {
+    s.partial.assign(std::size_t(s.max_tokens) * c.dim, 0);
+    s.logits_part.assign(std::size_t(s.max_tokens) * std::size_t(s.share.vocab_end - s.share.vocab_begin), 0.0f);
+  }
+  s.token_max.assign(std::size_t(s.max_tokens), 0.0f);
 }
+
+const CardShare& AccelTransformer::share() const { return s_->share; }
+std::uint64_t AccelTransformer::kv_bytes() const { return s_->kv_bytes(); }
+std::uint64_t AccelTransformer::tokens_run() const { return s_->tokens_run; }
 
 AccelTransformer::~AccelTransformer() = default;
 
@@ -225,8 +269,70 @@ const float* AccelTransformer::run(const std::vector<int>& tokens, int pos, arch
     return arch::LinearPrecision{lp.weight == quant::WeightFormat::int4 ? 4 : 8,
                                  lp.weight == quant::WeightFormat::int4 ? s.qm.plan.group : 0};
   });
+  s.tokens_run += std::uint64_t(n);
+  if (s.tensor || s.pipeline) s.card_program();
+  const int last = s.share.cards - 1;
+  if (s.pipeline && s.share.card > 0) s.link->recv(s.b(arch::Buf::x, 0), std::size_t(n) * c.dim, s.share.card - 1);
   for (std::size_t i = 0; i < s.program.instructions.size(); ++i) s.exec(s.program.instructions[i], i, tokens);
+  if (s.pipeline) {
+    // x to the next card; the last card's logits back to card 0, where the host samples.
+    float* logits = s.b(arch::Buf::logits, 0);
+    if (s.share.card < last) s.link->send(s.b(arch::Buf::x, 0), std::size_t(n) * c.dim, s.share.card + 1);
+    if (s.share.card == last) s.link->send(logits, std::size_t(n) * c.vocab_size, 0);
+    if (s.share.card == 0) s.link->recv(logits, std::size_t(n) * c.vocab_size, last);
+    s.link->host_broadcast(s.b(arch::Buf::logits, n - 1), std::size_t(c.vocab_size));
+  }
   return s.b(arch::Buf::logits, n - 1);
+}
+
+// The card's part of the whole model's program: its layers (pipeline), or every
+// instruction narrowed to the card's heads, hidden columns and vocabulary rows (tensor).
+void AccelTransformer::State::card_program() {
+  using arch::Buf;
+  using arch::Op;
+  using model::Linear;
+  std::vector<arch::Instruction> mine;
+  const int hd = c.head_dim();
+  for (arch::Instruction in : program.instructions) {
+    if (pipeline) {
+      const bool keep = in.layer >= 0 ? share.holds_layer(in.layer) : in.op == Op::embed ? share.embedding
+                                                                                        : share.classifier;
+      if (keep) mine.push_back(std::move(in));
+      continue;
+    }
+    switch (in.op) {
+      case Op::matmul:
+        switch (in.linear) {
+          case Linear::wq: in.rows = share.q_heads * hd; break;
+          case Linear::wk:
+          case Linear::wv: in.rows = share.kv_heads * hd; break;
+          case Linear::wo: in.cols = share.q_heads * hd; break;
+          case Linear::w1:
+          case Linear::w3: in.rows = share.hidden; break;
+          case Linear::w2: in.cols = share.hidden; break;
+          case Linear::cls: in.rows = share.vocab_end - share.vocab_begin; break;
+        }
+        in.row_tiles = (in.rows + design.tiling.tile_rows - 1) / design.tiling.tile_rows;
+        in.col_tiles = (in.cols + design.tiling.tile_cols - 1) / design.tiling.tile_cols;
+        in.weight_bytes = std::int64_t(qm.linear(in.layer, in.linear).bytes());
+        break;
+      case Op::rope:
+      case Op::kv_store:
+      case Op::attention:
+        in.heads = share.q_heads;
+        in.kv_heads = share.kv_heads;
+        if (in.op == Op::rope) in.rows = share.q_heads + share.kv_heads;
+        break;
+      case Op::quantize:
+        if (in.in == Buf::att) in.cols = share.q_heads * hd;
+        if (in.in == Buf::hb) in.cols = share.hidden;
+        break;
+      case Op::swiglu: in.cols = share.hidden; break;
+      default: break;
+    }
+    mine.push_back(std::move(in));
+  }
+  program.instructions = std::move(mine);
 }
 
 void AccelTransformer::State::exec(const arch::Instruction& in, std::size_t index, const std::vector<int>& tokens) {
@@ -261,8 +367,22 @@ void AccelTransformer::State::exec(const arch::Instruction& in, std::size_t inde
         if (lp.act == quant::ActFormat::int8_static) {
           vk.quantize_static(q, x, lp.act_scale, in.cols);
           scales[int(in.in)][std::size_t(t)] = lp.act_scale;
-        } else {
+        } else if (!(tensor && (in.in == Buf::att || in.in == Buf::hb))) {
           scales[int(in.in)][std::size_t(t)] = vk.quantize_dynamic(q, x, in.cols);
+        } else {
+          float m = 0.0f;
+          for (int i = 0; i < in.cols; ++i) m = std::max(m, std::fabs(x[i]));
+          token_max[std::size_t(t)] = m;
+        }
+      }
+      if (tensor && (in.in == Buf::att || in.in == Buf::hb) && lp.act != quant::ActFormat::int8_static) {
+        // The card holds a slice of the vector: the per-token scale comes from the max over
+        // every card's slice (max is exact, so the scale is the single card's).
+        link->allreduce_max(token_max.data(), std::size_t(n));
+        for (int t = 0; t < n; ++t) {
+          const float scale = token_max[std::size_t(t)] / 127.0f;
+          vk.quantize_static(codes[int(in.in)].data() + std::size_t(t) * w, b(in.in, t), scale, in.cols);
+          scales[int(in.in)][std::size_t(t)] = scale;
         }
       }
       return;
@@ -315,7 +435,15 @@ void AccelTransformer::State::matmul(const arch::Instruction& in) {
   const kernels::i8* x = codes[int(in.in)].data();
   const float* xs = scales[int(in.in)].data();
   float* y = buf[int(in.out)].data();
-  const int y_stride = width[int(in.out)];
+  int y_stride = width[int(in.out)];
+  // Tensor split: wo and w2 hold the card's input columns and produce partial sums of every
+  // output, which the cards add; the classifier holds the card's vocabulary rows.
+  const bool partial_sums = tensor && (in.linear == model::Linear::wo || in.linear == model::Linear::w2);
+  const bool vocab_rows = tensor && in.linear == model::Linear::cls;
+  std::int32_t* acc = partial_sums ? partial.data() : nullptr;
+  std::vector<float> ones;
+  if (vocab_rows) y = logits_part.data(), y_stride = in.rows;
+  if (partial_sums && lp.weight == quant::WeightFormat::int4) ones.assign(std::size_t(in.tokens), 1.0f), xs = ones.data();
   // Row blocks of whole tiles run as independent calls (as several compute units would):
   // rows do not interact, so the split does not change any bit.
   const int tile = design.tiling.tile_rows;
@@ -325,8 +453,8 @@ void AccelTransformer::State::matmul(const arch::Instruction& in) {
   for (int rt = 0; rt < row_tiles; ++rt) {
     const int r0 = rt * tile, rows = std::min(tile, in.rows - r0);
     if (lp.weight == quant::WeightFormat::int8) {
-      mk.w8a8(L.int8.q.data() + std::size_t(r0) * in.cols, L.int8.scale.data() + r0, x, xs, y + r0, nullptr,
-              in.tokens, rows, in.cols, y_stride);
+      mk.w8a8(L.int8.q.data() + std::size_t(r0) * in.cols, L.int8.scale.data() + r0, x, xs, y + r0,
+              acc ? acc + r0 : nullptr, in.tokens, rows, in.cols, y_stride);
     } else {
       const auto& m = L.int4;
       mk.w4a8(m.packed.data() + std::size_t(r0) * std::size_t(m.row_bytes()),
@@ -334,6 +462,26 @@ void AccelTransformer::State::matmul(const arch::Instruction& in) {
               in.cols, y_stride);
     }
   }
+  if (partial_sums) {
+    const float* x_scale = scales[int(in.in)].data();
+    const std::size_t n = std::size_t(in.tokens) * std::size_t(y_stride);
+    if (lp.weight == quant::WeightFormat::int8) {
+      // int32 sums are exact in any order; then the matrix unit's own dequantization.
+      link->allreduce_sum(acc, n);
+      for (int t = 0; t < in.tokens; ++t)
+        for (int r = 0; r < in.rows; ++r)
+          y[std::size_t(t) * y_stride + r] =
+              (static_cast<float>(acc[std::size_t(t) * y_stride + r]) * L.int8.scale[std::size_t(r)]) * x_scale[t];
+    } else {
+      // int4: per-card fp32 sums over its groups, added in card order, then * x_scale.
+      link->allreduce_sum(y, n);
+      for (int t = 0; t < in.tokens; ++t)
+        for (int r = 0; r < in.rows; ++r) y[std::size_t(t) * y_stride + r] = y[std::size_t(t) * y_stride + r] * x_scale[t];
+    }
+  }
+  if (vocab_rows)
+    for (int t = 0; t < in.tokens; ++t)
+      link->allgather(logits_part.data() + std::size_t(t) * in.rows, b(arch::Buf::logits, t), share.vocab_counts);
 }
 
 }  // namespace engine

@@ -11,6 +11,7 @@
 
 #include "arch/design.hpp"
 #include "arch/program.hpp"
+#include "engine/shard.hpp"
 #include "engine/transformer.hpp"
 #include "quant/quant.hpp"
 
@@ -35,7 +36,18 @@ class AccelTransformer : public Transformer {
   // must outlive the transformer. Throws fpgallm::InputError("design", problem) when
   // accel_problems() is not empty.
   AccelTransformer(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design);
+  // One card of a multi-card design (engine/shard.hpp): `card_qm` is shard_model() of the
+  // whole quantized model for `share`, `link` the card's network (outlives the
+  // transformer). Every card returns the same logits as the single-card transformer: bit
+  // for bit with int8 weights; int4 partial sums are fp32 and added in card order.
+  AccelTransformer(const model::Model& base, const quant::QuantModel& card_qm, const arch::Design& design,
+                   const CardShare& share, CardLink* link);
   ~AccelTransformer() override;
+
+  const CardShare& share() const;
+  // Bytes of the card's KV cache (elements and scales) and tokens run since construction.
+  std::uint64_t kv_bytes() const;
+  std::uint64_t tokens_run() const;
 
   // One decode step; logits [vocab] valid until the next call.
   const float* forward(int token, int pos) override;
