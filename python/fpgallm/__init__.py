@@ -1,10 +1,13 @@
-"""fpgallm from Python: checkpoints, the fp32 engine, designs and the accelerator's int8
-matrix unit, with numpy arrays in and out (the C++ core is fpgallm._core).
+"""fpgallm from Python: checkpoints, the fp32 engine, quantization, designs, prediction,
+simulation and the accelerator's int8 matrix unit, with numpy arrays in and out (the C++
+core is fpgallm._core).
 
     import fpgallm
     m = fpgallm.load("models/stories260K.bin")
     tok = fpgallm.Tokenizer(m, "models/tok512.bin")
     fpgallm.generate(m, tok, "Once upon a time", steps=64, temperature=0)["text"]
+    q = fpgallm.quantize(m, tok, "models/tinystories-valid-sample.txt", scheme="w8a8")
+    q.save("w8a8.gguf"); fpgallm.generate(m, tok, "Once", steps=64, temperature=0, quant=q)
 
 PyTorch integration: ``fpgallm.torch`` (accelerate, from_pretrained); host pipeline that
 keeps the accelerator busy: ``fpgallm.pipeline``. Neither is imported here, so
@@ -18,6 +21,7 @@ from fpgallm._core import (  # noqa: F401
     INT8_MAX,
     InputError,
     Model,
+    QuantModel,
     Tokenizer,
     Transformer,
     default_design,
@@ -28,17 +32,20 @@ from fpgallm._core import (  # noqa: F401
     linear_int8_reference,
     load,
     load_design,
+    load_quant,
     matmul_int8,
     matmul_int8_dequant,
     matrix_unit_source,
     perplexity,
+    quantize,
     quantize_rows,
 )
 
 __all__ = [
-    "BOS", "EOS", "INT8_MAX", "InputError", "Model", "Tokenizer", "Transformer",
+    "BOS", "EOS", "INT8_MAX", "InputError", "Model", "QuantModel", "Tokenizer", "Transformer",
     "default_design", "design_problems", "generate", "linear_fp32", "linear_int8", "linear_int8_reference", "load",
-    "load_design", "matmul_int8", "matmul_int8_dequant", "matrix_unit_source", "perplexity", "quantize_rows",
+    "load_design", "load_quant", "matmul_int8", "matmul_int8_dequant", "matrix_unit_source", "perplexity",
+    "quantize", "quantize_rows",
 ]
 
 # Planning and simulation, present when the build has those modules (perf, hw, sim).

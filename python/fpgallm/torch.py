@@ -24,6 +24,12 @@ Numerics (quant="w8a8"; docs/quantization.md sections 1, 3.1 and 4):
 quant="fp32" runs the same products in fp32 with the reference engine's dot-product order
 (for checking a model against ``fpgallm run`` without quantization).
 
+``from_pretrained`` builds a torch ``Llama`` whose norms, RoPE, attention and SwiGLU run
+forward through the C++ engine's own functions (``EngineOp``: engine::rmsnorm, rope,
+attention_head, swiglu on CPU fp32 tensors; torch's formulas elsewhere) with the analytical
+gradient in torch, so with quant="w8a8" or "fp32" its logits are the bits of ``fpgallm run
+--quant`` (W8A8 file) or ``fpgallm run``, and its greedy tokens the same.
+
 ``design`` (a design.json path, a dict, or None for the default design) is validated by
 arch::Design and kept on every accelerated module (``module.design``). The matrix unit's
 results do not depend on its shape (integer sums are exact), so the design changes no
@@ -244,6 +250,94 @@ def accelerate(module: nn.Module, design=None, quant: str = "w8a8", threads: int
     return module
 
 
+# ---- the engine's vector work as autograd functions ---------------------------------------------
+
+class EngineOp(torch.autograd.Function):
+    """forward: one of the C++ engine's own functions (engine::rmsnorm, rope, attention_head,
+    swiglu through fpgallm._core), so its results are the engine's bits; backward: the
+    analytical gradient of the same formula written in torch (autograd of `torch_fn`,
+    recomputed from the saved inputs)."""
+
+    @staticmethod
+    def forward(ctx, engine_fn, torch_fn, *inputs):
+        ctx.torch_fn = torch_fn
+        ctx.save_for_backward(*inputs)
+        return torch.from_numpy(engine_fn(*(_as_f32_numpy(t) for t in inputs)))
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        needs = ctx.needs_input_grad[2:]
+        inputs = [t.detach().requires_grad_(need) for t, need in zip(ctx.saved_tensors, needs)]
+        wanted = [t for t, need in zip(inputs, needs) if need]
+        grads = iter(())
+        if wanted:
+            with torch.enable_grad():
+                grads = iter(torch.autograd.grad(ctx.torch_fn(*inputs), wanted, grad_out))
+        return (None, None, *(next(grads) if need else None for need in needs))
+
+
+def _on_engine(*tensors) -> bool:
+    """The engine's functions run fp32 on the CPU; other tensors take the torch formulas."""
+    return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
+
+
+def _engine_or_torch(engine_fn, torch_fn, *inputs):
+    if _on_engine(*inputs):
+        return EngineOp.apply(engine_fn, torch_fn, *inputs)
+    return torch_fn(*inputs)
+
+
+def _rmsnorm_torch(x, weight, eps):
+    inv = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * (x * inv)
+
+
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """weight * (x / sqrt(mean(x^2) + eps)) over the last dimension, engine::rmsnorm's bits."""
+    return _engine_or_torch(lambda xn, wn: _core.rmsnorm(xn, wn, eps),
+                            lambda xt, wt: _rmsnorm_torch(xt, wt, eps), x, weight)
+
+
+def _rope_torch(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    hd = x.shape[-1]
+    freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32, device=x.device) / hd))
+    angle = positions.to(device=x.device, dtype=torch.float32)[:, None] * freq[None, :]  # [T, hd/2]
+    cos, sin = torch.cos(angle)[None, :, None, :], torch.sin(angle)[None, :, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary embedding on interleaved (even, odd) pairs of each head: x [B, T, H, hd], token t
+    at positions[t]; engine::rope's bits."""
+    pos = positions.cpu().numpy().astype(np.int64)
+    return _engine_or_torch(lambda xn: _core.rope(xn, pos, theta), lambda xt: _rope_torch(xt, positions, theta), x)
+
+
+def _attention_torch(q, k, v, positions):
+    rep = q.shape[2] // k.shape[2]
+    k = k.repeat_interleave(rep, dim=2).transpose(1, 2)  # [B, H, S, hd]
+    v = v.repeat_interleave(rep, dim=2).transpose(1, 2)
+    scores = torch.matmul(q.transpose(1, 2), k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # [B, H, T, S]
+    key_pos = torch.arange(k.shape[2], device=q.device)
+    scores = scores.masked_fill(key_pos[None, :] > positions.to(q.device)[:, None], float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2)  # [B, T, H, hd]
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Causal grouped-query attention: q [B, T, H, hd] (token t at positions[t]), k and v
+    [B, S, KVH, hd] holding positions 0..S-1; token t attends to keys 0..positions[t].
+    Returns [B, T, H, hd]; engine::attention_head's bits (its dot, softmax and sum order)."""
+    pos = positions.cpu().numpy().astype(np.int64)
+    return _engine_or_torch(lambda qn, kn, vn: _core.attention(qn, kn, vn, pos),
+                            lambda qt, kt, vt: _attention_torch(qt, kt, vt, positions), q, k, v)
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up in engine::swiglu's order: (g * (1 / (1 + exp(-g)))) * up."""
+    return _engine_or_torch(_core.swiglu, lambda g, u: F.silu(g) * u, gate, up)
+
+
 # ---- Llama in torch, weights from the C++ loaders ------------------------------------------------
 
 class RMSNorm(nn.Module):
@@ -252,19 +346,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
-    def forward(self, x):  # the engine's order: weight * (x * (1 / sqrt(mean(x^2) + eps)))
-        inv = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * (x * inv)
-
-
-def _rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary embedding on interleaved (even, odd) pairs of each head: x [B, T, H, hd]."""
-    hd = x.shape[-1]
-    freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
-    angle = positions.to(torch.float32)[:, None] * freq[None, :]  # [T, hd/2]
-    cos, sin = torch.cos(angle)[None, :, None, :], torch.sin(angle)[None, :, None, :]
-    x0, x1 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+    def forward(self, x):
+        return rmsnorm(x, self.weight, self.eps)
 
 
 class LlamaAttention(nn.Module):
@@ -283,22 +366,13 @@ class LlamaAttention(nn.Module):
         q = self.wq(x).view(b, t, self.n_heads, self.head_dim)
         k = self.wk(x).view(b, t, self.n_kv_heads, self.head_dim)
         v = self.wv(x).view(b, t, self.n_kv_heads, self.head_dim)
-        q, k = _rope(q, positions, self.rope_theta), _rope(k, positions, self.rope_theta)
+        q, k = rope(q, positions, self.rope_theta), rope(k, positions, self.rope_theta)
         if cache is not None:
             if "k" in cache:
                 k, v = torch.cat((cache["k"], k), dim=1), torch.cat((cache["v"], v), dim=1)
             cache["k"], cache["v"] = k, v
-        rep = self.n_heads // self.n_kv_heads
-        k = k.repeat_interleave(rep, dim=2)
-        v = v.repeat_interleave(rep, dim=2)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, T|S, hd]
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
-        s = k.shape[2]
-        key_pos = torch.arange(s)
-        causal = key_pos[None, :] > positions[:, None]  # [T, S]
-        scores = scores.masked_fill(causal, float("-inf"))
-        out = torch.matmul(torch.softmax(scores, dim=-1), v)
-        return self.wo(out.transpose(1, 2).reshape(b, t, -1))
+        out = attention(q, k, v, positions)
+        return self.wo(out.reshape(b, t, -1))
 
 
 class LlamaFeedForward(nn.Module):
@@ -309,7 +383,7 @@ class LlamaFeedForward(nn.Module):
         self.w3 = nn.Linear(c["dim"], c["hidden_dim"], bias=False)
 
     def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(swiglu(self.w1(x), self.w3(x)))
 
 
 class LlamaBlock(nn.Module):
@@ -327,7 +401,8 @@ class LlamaBlock(nn.Module):
 
 class Llama(nn.Module):
     """A Llama-architecture language model (llama2.c layout: interleaved RoPE, SwiGLU,
-    RMSNorm, grouped-query attention). forward(tokens [B, T]) -> logits [B, T, vocab]."""
+    RMSNorm, grouped-query attention) computing the engine's bits on CPU fp32 (see EngineOp).
+    forward(tokens [B, T]) -> logits [B, T, vocab]."""
 
     def __init__(self, config: dict):
         super().__init__()

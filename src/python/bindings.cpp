@@ -18,7 +18,10 @@
 #include "engine/transformer.hpp"
 #include "model/model.hpp"
 #include "model/tokenizer.hpp"
+#include "calib/calib.hpp"
 #include "python/matrix_unit.hpp"
+#include "python/modules.hpp"
+#include "python/quant.hpp"
 #include "util/error.hpp"
 #if FPGALLM_HAVE_PERF && FPGALLM_HAVE_HW && FPGALLM_HAVE_GRAPH
 #define FPGALLM_PYTHON_PREDICT 1
@@ -205,8 +208,11 @@ PYBIND11_MODULE(_core, m) {
   m.attr("EOS") = model::Tokenizer::kEos;
 
   // ---- fp32 reference engine ------------------------------------------------------------
-  py::class_<engine::Transformer>(m, "Transformer", "The fp32 reference engine, one token at a time with a KV cache")
-      .def(py::init<const model::Model&>(), py::arg("model"), py::keep_alive<1, 2>())
+  py::class_<engine::Transformer>(m, "Transformer",
+                                  "The engine of `fpgallm run`, one token at a time with a KV cache: the fp32 reference, "
+                                  "or with quant=QuantModel its simulated quantization (as --quant)")
+      .def(py::init([](const model::Model& mdl, const py::object& quant) { return fp::transformer_for(mdl, quant); }),
+           py::arg("model"), py::arg("quant") = py::none(), py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
       .def(
           "forward",
           [](engine::Transformer& t, int token, int pos) {
@@ -239,30 +245,35 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "generate",
       [](const model::Model& mdl, const model::Tokenizer& tok, const std::string& prompt, int steps,
-         float temperature, float topp, std::uint64_t seed) {
+         float temperature, float topp, std::uint64_t seed, const py::object& quant) {
         engine::Generation g;
+        const auto t = fp::transformer_for(mdl, quant);
         {
           py::gil_scoped_release unlocked;
-          engine::Transformer t(mdl);
           engine::Sampler sampler(mdl.config.vocab_size, temperature, topp, seed);
-          g = engine::generate(t, tok, sampler, prompt, steps);
+          g = engine::generate(*t, tok, sampler, prompt, steps);
         }
         return generation_dict(g);
       },
       py::arg("model"), py::arg("tokenizer"), py::arg("prompt") = "", py::arg("steps") = 256,
-      py::arg("temperature") = 1.0f, py::arg("topp") = 0.9f, py::arg("seed") = 1,
-      "llama2.c's generate loop on the fp32 engine; returns {tokens, text, prompt_tokens, tokens_per_s}");
+      py::arg("temperature") = 1.0f, py::arg("topp") = 0.9f, py::arg("seed") = 1, py::arg("quant") = py::none(),
+      "llama2.c's generate loop on the fp32 engine (with quant=QuantModel: `fpgallm run --quant`); returns "
+      "{tokens, text, prompt_tokens, tokens_per_s}");
 
   m.def(
       "perplexity",
-      [](const model::Model& mdl, const model::Tokenizer& tok, const std::string& text) {
+      [](const model::Model& mdl, const model::Tokenizer& tok, const std::string& text, const py::object& quant) {
         engine::Perplexity p;
+        const auto t = fp::transformer_for(mdl, quant);
+        const bool held_out = fp::is_calibration_text(quant, text);
         {
           py::gil_scoped_release unlocked;
-          engine::Transformer t(mdl);
-          p = engine::perplexity(t, engine::tokenize_stories(tok, engine::split_stories(text)));
+          const auto sequences = held_out ? calib::split_text(tok, text, "text").held_out
+                                          : engine::tokenize_stories(tok, engine::split_stories(text));
+          p = engine::perplexity(*t, sequences);
         }
         py::dict d;
+        d["part"] = held_out ? "held-out" : "all";
         d["perplexity"] = p.perplexity;
         d["perplexity_err"] = p.perplexity_err;
         d["nll_mean"] = p.nll_mean;
@@ -271,8 +282,13 @@ PYBIND11_MODULE(_core, m) {
         d["sequences"] = p.sequences;
         return d;
       },
-      py::arg("model"), py::arg("tokenizer"), py::arg("text"),
-      "Perplexity of the fp32 engine on text (one story per non-empty line), as `fpgallm eval`");
+      py::arg("model"), py::arg("tokenizer"), py::arg("text"), py::arg("quant") = py::none(),
+      "Perplexity on text (one story per non-empty line), as `fpgallm eval [--quant]`: the fp32 engine, or the "
+      "QuantModel `quant` by simulated quantization; on the quantized model's own calibration text only its "
+      "held-out half is measured (part: 'held-out')");
+
+  fp::bind_quant(m);
+  fp::bind_engine_ops(m);
 
   // ---- designs ----------------------------------------------------------------------------
   m.def(
