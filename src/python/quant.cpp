@@ -162,9 +162,12 @@ void bind_quant(py::module_& m) {
           "linear",
           [](const QuantModelView& q, const std::string& name) {
             const auto& c = q.qm.config;
+            std::string plan_name = name;  // the plan's names; Model.weights()'s are accepted too
+            if (plan_name.starts_with("layers.")) plan_name = "blk." + plan_name.substr(7);
+            if (plan_name == "classifier" || plan_name == "output") plan_name = "cls";
             for (std::size_t i = 0; i < q.qm.plan.layers.size(); ++i) {
               const auto& lp = q.qm.plan.layers[i];
-              if (model::linear_name(lp.layer, lp.which) == name) {
+              if (model::linear_name(lp.layer, lp.which) == plan_name) {
                 py::dict d = linear_dict(q.qm.linears[i]);
                 d["act"] = quant::to_string(lp.act);
                 if (lp.act == quant::ActFormat::int8_static) d["act_scale"] = lp.act_scale;
@@ -172,11 +175,12 @@ void bind_quant(py::module_& m) {
               }
             }
             throw fpgallm::InputError("linear", "'" + name + "' is not a layer of this " + std::to_string(c.n_layers) +
-                                                    "-layer model (names as in the plan, e.g. layers.0.wq, output)");
+                                                    "-layer model (blk.L.wq ... blk.L.w3 as in the plan, or layers.L.wq, or cls)");
           },
           py::arg("name"),
-          "One layer's stored weights as numpy: format, q (codes [rows, cols]), scale (int8, fp32 per row) or "
-          "scale_f16 (int4, fp16 bits per group), dequantized [rows, cols], act");
+          "One layer's stored weights as numpy (name: blk.L.wq as in the plan, layers.L.wq as in Model.weights(), "
+          "or cls): format, q (codes [rows, cols]), scale (int8, fp32 per row) or scale_f16 (int4, fp16 bits per "
+          "group), dequantized [rows, cols], act");
 
   m.def("quantize", &quantize, py::arg("model"), py::arg("tokenizer"), py::arg("calib"), py::arg("scheme") = "w8a8",
         py::arg("group") = 32, py::arg("alpha") = 0.5f, py::arg("budget") = 1.0, py::arg("kv8") = false,
