@@ -57,13 +57,18 @@ def _as_f32_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy()
 
 
-def _product_nt(a: torch.Tensor, b: torch.Tensor, quant: str, threads: int) -> torch.Tensor:
-    """a @ b.T on the matrix unit: a [M, K] (activation side), b [N, K] (weight side)."""
-    a_np, b_np = _as_f32_numpy(a), _as_f32_numpy(b)
-    if quant == "w8a8":
-        y = _core.linear_int8(a_np, b_np, threads)
+def _product_nt(a: torch.Tensor, b: torch.Tensor, quant: str, threads: int, b_codes=None) -> torch.Tensor:
+    """a @ b.T on the matrix unit: a [M, K] (activation side), b [N, K] (weight side).
+    b_codes: (int8 codes [N, K], fp32 scales [N]) of b stored in a quantized model file,
+    used instead of quantizing b."""
+    a_np = _as_f32_numpy(a)
+    if quant == "w8a8" and b_codes is not None:
+        qa, sa = _core.quantize_rows(a_np)
+        y = _core.matmul_int8_dequant(qa, sa, b_codes[0], b_codes[1], threads)
+    elif quant == "w8a8":
+        y = _core.linear_int8(a_np, _as_f32_numpy(b), threads)
     else:
-        y = _core.linear_fp32(a_np, b_np)
+        y = _core.linear_fp32(a_np, _as_f32_numpy(b))
     return torch.from_numpy(y).to(device=a.device, dtype=a.dtype)
 
 
@@ -71,10 +76,10 @@ class MatrixUnitMatmul(torch.autograd.Function):
     """y = a @ b.T with a [M, K], b [N, K]; forward and both gradients on the matrix unit."""
 
     @staticmethod
-    def forward(ctx, a, b, quant, threads):
+    def forward(ctx, a, b, quant, threads, b_codes=None):
         ctx.save_for_backward(a, b)
         ctx.quant, ctx.threads = quant, threads
-        return _product_nt(a, b, quant, threads)
+        return _product_nt(a, b, quant, threads, b_codes)
 
     @staticmethod
     def backward(ctx, grad_y):
@@ -84,21 +89,22 @@ class MatrixUnitMatmul(torch.autograd.Function):
             grad_a = _product_nt(grad_y, b.t(), ctx.quant, ctx.threads)
         if ctx.needs_input_grad[1]:  # dB = dY^T A: contraction over M (tokens)
             grad_b = _product_nt(grad_y.t(), a.t(), ctx.quant, ctx.threads)
-        return grad_a, grad_b, None, None
+        return grad_a, grad_b, None, None, None
 
 
-def matmul_nt(a: torch.Tensor, b: torch.Tensor, quant: str = "w8a8", threads: int = 0) -> torch.Tensor:
-    """a @ b.T on the accelerator's matrix unit, differentiable in both operands."""
+def matmul_nt(a: torch.Tensor, b: torch.Tensor, quant: str = "w8a8", threads: int = 0, b_codes=None) -> torch.Tensor:
+    """a @ b.T on the accelerator's matrix unit, differentiable in both operands (with
+    b_codes, the forward uses those stored int8 codes of b; the backward uses b)."""
     if quant not in QUANT_SCHEMES:
         raise ValueError(f"quant: {quant!r} is not one of {', '.join(QUANT_SCHEMES)}")
-    return MatrixUnitMatmul.apply(a, b, quant, threads)
+    return MatrixUnitMatmul.apply(a, b, quant, threads, b_codes)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
-           quant: str = "w8a8", threads: int = 0) -> torch.Tensor:
+           quant: str = "w8a8", threads: int = 0, weight_codes=None) -> torch.Tensor:
     """F.linear on the matrix unit: x [..., in], weight [out, in]; the bias is added in fp32."""
     lead = x.shape[:-1]
-    y = matmul_nt(x.reshape(-1, x.shape[-1]), weight, quant, threads)
+    y = matmul_nt(x.reshape(-1, x.shape[-1]), weight, quant, threads, weight_codes)
     y = y.reshape(*lead, weight.shape[0])
     return y + bias if bias is not None else y
 
@@ -126,9 +132,18 @@ class AcceleratedLinear(nn.Module):
         self.weight = original.weight
         self.bias = original.bias
         self.quant, self.design, self.threads = quant, design, threads
+        self._stored_codes, self._stored_version = None, None
+
+    def use_stored_codes(self, codes: np.ndarray, scales: np.ndarray):
+        """The int8 codes [out, in] and scales [out] of a quantized model file (weight being
+        their dequantized values): the forward multiplies by these exact codes until the
+        weight Parameter is next modified (an optimizer step), then quantizes it again."""
+        self._stored_codes = (np.ascontiguousarray(codes, dtype=np.int8), np.ascontiguousarray(scales, dtype=np.float32))
+        self._stored_version = self.weight._version
 
     def forward(self, x):
-        return linear(x, self.weight, self.bias, self.quant, self.threads)
+        codes = self._stored_codes if self._stored_version == self.weight._version else None
+        return linear(x, self.weight, self.bias, self.quant, self.threads, codes)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -477,14 +492,54 @@ def llama_from_model(m: "_core.Model") -> Llama:
     return net
 
 
-def from_pretrained(path: str, accelerator: Optional[str] = "fpga", quant: str = "w8a8", design=None,
+def _check_w8a8_plan(qm: "_core.QuantModel"):
+    plan = qm.plan
+    other = [l["name"] for l in plan["layers"] if l["weight"] != "int8" or l["act"] != "int8-dynamic"]
+    if other or plan.get("kv_cache", "f32") != "f32":
+        what = f"layers {', '.join(other[:3])}{' ...' if len(other) > 3 else ''} are not int8 x int8-dynamic" if other \
+            else f"its KV cache is {plan['kv_cache']}"
+        raise ValueError(f"quant: from_pretrained runs W8A8 plans (w8a8, w8a8-smooth: int8 weights, dynamic int8 "
+                         f"activations, fp32 KV cache); this {plan['scheme']} plan does not: {what}")
+
+
+def _block_linears(net: Llama):
+    for i, layer in enumerate(net.layers):
+        for which in ("wq", "wk", "wv", "wo"):
+            yield f"layers.{i}.{which}", getattr(layer.attention, which)
+        for which in ("w1", "w2", "w3"):
+            yield f"layers.{i}.{which}", getattr(layer.feed_forward, which)
+    yield "cls", net.output
+
+
+def from_pretrained(path: str, accelerator: Optional[str] = "fpga", quant="w8a8", design=None,
                     threads: int = 0) -> Llama:
     """Loads a llama2.c .bin, a .gguf or a safetensors folder (the C++ loaders) as a torch
     Llama; with accelerator="fpga" (default) it is returned already accelerated with
-    `quant` and `design`; accelerator=None gives the plain torch module."""
-    net = llama_from_model(_core.load(path))
+    `quant` and `design`; accelerator=None gives the plain torch module.
+
+    quant: "w8a8" or "fp32" (the checkpoint's weights, quantized on the fly), or a quantized
+    model of `path` with a W8A8 plan: a fpgallm.QuantModel (fpgallm.quantize) or the path of
+    its .gguf (`fpgallm quantize -o`). Then the torch model holds its dequantized weights
+    (folded norms when smoothed) and multiplies by its stored int8 codes, as `fpgallm run
+    --quant` does."""
+    qm = quant if isinstance(quant, _core.QuantModel) else None
+    if isinstance(quant, str) and quant not in QUANT_SCHEMES:
+        if not quant.endswith(".gguf"):
+            raise ValueError(f"quant: {quant!r} is not one of {', '.join(QUANT_SCHEMES)} or a quantized .gguf")
+        qm = _core.load_quant(quant, _core.load(path))
+    if qm is not None:
+        _check_w8a8_plan(qm)
+        net = llama_from_model(qm.model)
+    else:
+        net = llama_from_model(_core.load(path))
     if accelerator is None or accelerator == "cpu":
         return net
     if accelerator != "fpga":
         raise ValueError(f"accelerator: {accelerator!r} is not 'fpga' or None")
-    return accelerate(net, design=design, quant=quant, threads=threads)
+    if qm is None:
+        return accelerate(net, design=design, quant=quant, threads=threads)
+    accelerate(net, design=design, quant="w8a8", threads=threads)
+    for name, module in _block_linears(net):
+        stored = qm.linear(name)
+        module.use_stored_codes(stored["q"], stored["scale"])
+    return net

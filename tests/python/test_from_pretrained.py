@@ -27,19 +27,21 @@ def fp32_cli_tokens():
     return cli_greedy_tokens()
 
 
-@pytest.fixture(scope="module")
-def w8a8_file(tmp_path_factory):
-    """`fpgallm quantize --scheme w8a8` of the model. W8A8 with dynamic activations takes
-    nothing from the calibration text but its name in the file, so four stories keep the
-    command's evaluation short."""
-    binary = fpgallm_binary()
-    folder = tmp_path_factory.mktemp("w8a8")
+def cli_quantize(folder, scheme: str) -> str:
+    """`fpgallm quantize --scheme SCHEME` of the model, calibrated on four stories (W8A8 with
+    dynamic activations takes nothing from the text but its name; few stories keep the
+    command's evaluation short)."""
     calib = folder / "calib.txt"
     calib.write_text("\n".join(open(SAMPLE_TEXT, encoding="utf-8").read().splitlines()[:4]) + "\n", encoding="utf-8")
-    qmodel = folder / "w8a8.gguf"
-    subprocess.run([binary, "quantize", MODEL, "--calib", str(calib), "-z", TOKENIZER, "--scheme", "w8a8", "-o",
-                    str(qmodel)], check=True, capture_output=True, timeout=240)
+    qmodel = folder / f"{scheme}.gguf"
+    subprocess.run([fpgallm_binary(), "quantize", MODEL, "--calib", str(calib), "-z", TOKENIZER, "--scheme", scheme,
+                    "-o", str(qmodel)], check=True, capture_output=True, timeout=240)
     return str(qmodel)
+
+
+@pytest.fixture(scope="module")
+def w8a8_file(tmp_path_factory):
+    return cli_quantize(tmp_path_factory.mktemp("w8a8"), "w8a8")
 
 
 def test_weights_are_the_loaders(tmp_path):
@@ -100,6 +102,32 @@ def test_w8a8_greedy_tokens_match_fpgallm_run_quant(w8a8_file):
     generated = net.generate([fpgallm.BOS], STEPS)
     first_diff = next((i for i, (a, b) in enumerate(zip(generated, expected)) if a != b), None)
     assert generated == expected, f"first difference at token {first_diff}"
+
+
+def test_from_pretrained_of_a_quantized_file(tmp_path):
+    """quant= a .gguf of `fpgallm quantize --scheme w8a8-smooth` (smoothed weights, folded
+    norms): the torch model's logits are the bits of the engine running that file, its 200
+    greedy tokens those of `fpgallm run --quant`; a plan that is not W8A8 is refused."""
+    qfile = cli_quantize(tmp_path, "w8a8-smooth")
+    m = fpgallm.load(MODEL)
+    q = fpgallm.load_quant(qfile, m)
+    tokens = story_tokens()
+    ref = fpgallm.Transformer(m, quant=q).logits(tokens)
+    for quant in (qfile, q):
+        net = ft.from_pretrained(MODEL, quant=quant)
+        with torch.no_grad():
+            got = net(torch.tensor([tokens]))[0].numpy()
+        assert np.array_equal(got, ref), float(np.abs(got - ref).max())
+    torch.set_num_threads(1)
+    assert net.generate([fpgallm.BOS], STEPS) == cli_greedy_tokens("--quant", qfile)
+    # After an optimizer step the layers quantize their updated weights.
+    wq = net.layers[0].attention.wq
+    before = wq(torch.ones(1, 64)).detach()
+    with torch.no_grad():
+        wq.weight.mul_(2.0)
+    assert torch.allclose(wq(torch.ones(1, 64)), 2 * before, rtol=1e-2)
+    with pytest.raises(ValueError, match="W8A8 plans"):
+        ft.from_pretrained(MODEL, quant=cli_quantize(tmp_path, "w4a16"))
 
 
 def test_engine_ops_backward_is_the_analytical_gradient():
