@@ -8,6 +8,7 @@
 #include "cli/accel_backend.hpp"
 #include "engine/generate.hpp"
 #include "model/model.hpp"
+#include "mpi/dist.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -23,29 +24,38 @@ struct RunArgs {
 void run(const RunArgs& a) {
   model::Model m = model::load(a.model);
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
-  std::unique_ptr<cli::LoadedQuant> q = a.quant.empty() ? nullptr : cli::load_quant(m, a.quant);
-  engine::Transformer plain(m);
-  std::unique_ptr<engine::AccelTransformer> accel;
-  if (a.backend == "accel") accel = cli::make_accel(q.get(), a.design);
-  else if (!a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
-  engine::Transformer& t = accel ? *accel : q ? *q->transformer : plain;
-  const std::uint64_t seed = a.seed ? a.seed : static_cast<std::uint64_t>(std::time(nullptr));
+  if (a.backend != "accel" && !a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
+  std::unique_ptr<cli::AccelBackend> accel;
+  std::unique_ptr<cli::LoadedQuant> q;
+  std::unique_ptr<engine::Transformer> plain;
+  if (a.backend == "accel") accel = cli::make_accel(m, a.quant, a.design);
+  else if (!a.quant.empty()) q = cli::load_quant(m, a.quant);
+  else plain = std::make_unique<engine::Transformer>(m);
+  engine::Transformer& t = accel ? *accel->transformer : q ? *q->transformer : *plain;
+  // Every rank samples the same tokens: the seed is rank 0's.
+  std::uint64_t seed = a.seed ? a.seed : static_cast<std::uint64_t>(std::time(nullptr));
+  if (dist::distributed()) dist::broadcast(&seed, sizeof seed, 0);
   engine::Sampler sampler(m.config.vocab_size, a.temperature, a.topp, seed);
+  const bool printer = dist::rank() == 0;
   auto on_piece = [&](const std::string& piece) {
-    if (a.json) return;
+    if (a.json || !printer) return;
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);
   };
   engine::Generation g = engine::generate(t, tok, sampler, a.prompt, a.steps, on_piece);
   const double steps_after_first = static_cast<double>(g.tokens.size()) - 2;
   const double tps = g.seconds_after_first > 0 ? steps_after_first / g.seconds_after_first : 0;
+  const nlohmann::json cards = accel ? accel->card_report() : nlohmann::json::object();
+  if (!printer) return;
   if (a.json) {
-    cli::print_json({{"model", a.model},
-                     {"backend", a.backend},
-                     {"prompt_tokens", g.prompt_tokens},
-                     {"tokens", g.tokens},
-                     {"text", g.text},
-                     {"tokens_per_s", tps}});
+    nlohmann::json j = {{"model", a.model},
+                        {"backend", a.backend},
+                        {"prompt_tokens", g.prompt_tokens},
+                        {"tokens", g.tokens},
+                        {"text", g.text},
+                        {"tokens_per_s", tps}};
+    j.update(cards);
+    cli::print_json(j);
   } else {
     std::printf("\n");
     std::fprintf(stderr, "achieved tok/s: %f\n", tps);

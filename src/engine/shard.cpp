@@ -170,4 +170,17 @@ std::uint64_t resident_weight_bytes(const quant::QuantModel& qm) {
   return total;
 }
 
+std::uint64_t replicated_weight_bytes(const quant::QuantModel& qm, const CardShare& share) {
+  if (share.cards == 1 || share.split != arch::Split::tensor) return 0;
+  std::uint64_t total = 4 * (qm.token_embedding.size() + qm.final_norm.size());
+  for (const auto& v : qm.attn_norm) total += 4 * v.size();
+  for (const auto& v : qm.ffn_norm) total += 4 * v.size();
+  for (int layer = 0; layer < qm.config.n_layers; ++layer)
+    for (Linear w : {Linear::wo, Linear::w2}) {
+      const auto& l = qm.linear(layer, w);
+      if (l.format == quant::WeightFormat::int8) total += 4 * l.int8.scale.size();
+    }
+  return total;
+}
+
 }  // namespace engine

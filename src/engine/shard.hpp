@@ -75,5 +75,8 @@ quant::QuantModel shard_model(const quant::QuantModel& full, const CardShare& sh
 // Bytes of the weights a card holds: quantized linears (codes and scales), fp32 embedding,
 // norms.
 std::uint64_t resident_weight_bytes(const quant::QuantModel& qm);
+// The part of a card's resident weights that every card of a tensor split holds (fp32
+// embedding and norms; the per-row scales of column-split int8 wo and w2); 0 otherwise.
+std::uint64_t replicated_weight_bytes(const quant::QuantModel& card_qm, const CardShare& share);
 
 }  // namespace engine

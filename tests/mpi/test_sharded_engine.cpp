@@ -136,7 +136,7 @@ std::vector<float> single_card(const model::Model& m, const quant::QuantModel& q
 
 struct CardRun {
   std::vector<float> logits;
-  std::uint64_t weight_bytes = 0, kv_bytes = 0, sent = 0;
+  std::uint64_t weight_bytes = 0, kv_bytes = 0, sent = 0, replicated = 0;
 };
 
 // Every card's logits, decoding `tokens` (prefill of the first `prefill` tokens first).
@@ -155,6 +155,7 @@ std::vector<CardRun> cards_run(const model::Model& m, const quant::QuantModel& q
       auto& r = runs[std::size_t(k)];
       r.weight_bytes = engine::resident_weight_bytes(shard);
       r.kv_bytes = t.kv_bytes();
+      r.replicated = engine::replicated_weight_bytes(shard, share);
       const int v = m.config.vocab_size;
       if (prefill > 0) {
         const float* l = t.prefill(std::vector<int>(tokens.begin(), tokens.begin() + prefill), 0);
@@ -202,6 +203,7 @@ TEST(ShardedEngine, TensorAndPipelineEqualOneCardBitForBit) {
         const std::uint64_t replicated_once = 4ull * (std::uint64_t(c.vocab_size) * c.dim + 2ull * c.n_layers * c.dim + c.dim) +
                                               2ull * 4 * c.n_layers * c.dim;
         EXPECT_EQ(weights, whole + (cards - 1) * replicated_once) << cards;
+        EXPECT_EQ(runs[0].replicated, replicated_once);
         // Per card per token: 2 all-reduces of dim int32 + 2 of one float per layer, one
         // all-gather of the logits (ring counts).
         const std::uint64_t per_token = std::uint64_t(c.n_layers) * (2 * 2 * (cards - 1) * c.dim * 4 / cards + 2 * 2 * (cards - 1) * 4 / cards) +
