@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
 #include "util/error.hpp"
 #include "util/paths.hpp"
+#include "util/json_file.hpp"
 
 namespace arch {
 
@@ -194,14 +194,7 @@ void from_json(const json& j, Design& d) {
 }
 
 Design load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw fpgallm::InputError(path, "cannot open design file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw fpgallm::InputError(path, fmt::format("malformed JSON ({})", e.what()));
-  }
+  const json j = fpgallm::read_json_file(path, "design file");
   Design d;
   try {
     from_json(j, d);

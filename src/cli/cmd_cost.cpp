@@ -6,11 +6,11 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
-#include <fstream>
 
 #include "cost/cost.hpp"
 #include "hw/device.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 
 namespace {
 
@@ -44,14 +44,7 @@ const nlohmann::json* find_prediction(const nlohmann::json& j) {
 // Explicit flags always win.
 void fill_inputs(CostArgs& a) {
   if (!a.from.empty()) {
-    std::ifstream in(a.from);
-    if (!in) throw fpgallm::InputError(a.from, "cannot open");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw fpgallm::InputError(a.from, std::string("malformed JSON: ") + e.what());
-    }
+    const nlohmann::json j = fpgallm::read_json_file(a.from, "the prediction file");
     const nlohmann::json* p = find_prediction(j);
     if (!p) throw fpgallm::InputError(a.from, "no prediction (an object with watts and decode_tokens_per_s) inside");
     const int cards = p->value("cards", 1);

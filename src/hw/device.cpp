@@ -1,7 +1,6 @@
 #include "hw/device.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -10,6 +9,7 @@
 #include "model/presets.hpp"
 #include "util/error.hpp"
 #include "util/paths.hpp"
+#include "util/json_file.hpp"
 
 namespace hw {
 
@@ -202,14 +202,7 @@ Device read_device(const nlohmann::json& e, const std::string& path, const nlohm
 }  // namespace
 
 std::vector<Device> load_devices(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw fpgallm::InputError(path, "cannot open the device table");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw fpgallm::InputError(path, std::string("malformed JSON: ") + e.what());
-  }
+  const nlohmann::json j = fpgallm::read_json_file(path, "the device table");
   if (!j.is_object() || !j.contains("devices") || !j["devices"].is_array())
     throw fpgallm::InputError(path, "expected an object with a \"devices\" list");
   const nlohmann::json defaults = j.value("ceilings", nlohmann::json::object());

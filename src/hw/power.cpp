@@ -1,12 +1,12 @@
 #include "hw/power.hpp"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
 #include "util/error.hpp"
 #include "util/paths.hpp"
+#include "util/json_file.hpp"
 
 namespace hw {
 
@@ -14,14 +14,7 @@ namespace {
 
 PowerConstants read_constants() {
   const std::string path = fpgallm::data_dir() + "/devices.json";
-  std::ifstream in(path);
-  if (!in) throw fpgallm::InputError(path, "cannot open the device table");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw fpgallm::InputError(path, std::string("malformed JSON: ") + e.what());
-  }
+  const nlohmann::json j = fpgallm::read_json_file(path, "the device table");
   if (!j.contains("power_model")) throw fpgallm::InputError(path, "no \"power_model\" section");
   const auto& pm = j["power_model"];
   auto fig = [&](const char* key) {

@@ -1,11 +1,11 @@
 #include "model/presets.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
 #include "util/paths.hpp"
+#include "util/json_file.hpp"
 
 namespace model {
 
@@ -30,14 +30,7 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 std::vector<Preset> read_presets() {
   const std::string path = fpgallm::data_dir() + "/presets.json";
-  std::ifstream in(path);
-  if (!in) throw fpgallm::InputError(path, "cannot open the preset table");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw fpgallm::InputError(path, std::string("malformed JSON: ") + e.what());
-  }
+  const nlohmann::json j = fpgallm::read_json_file(path, "the preset table");
   std::vector<Preset> out;
   for (const auto& p : j.at("presets")) {
     Preset preset;
