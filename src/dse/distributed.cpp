@@ -11,11 +11,18 @@ namespace dse {
 
 using nlohmann::json;
 
-double item_cost(const model::Config& config, const hw::Device& device) {
-  // Measured on stories110m and llama2-7b (bench/README.md, "Distributed explore"): an
-  // FPGA card takes some 50 times a GPU's time.
-  const double per_layer = device.kind == hw::Kind::fpga ? 50 : 1;
-  return per_layer * (config.n_layers + 2);
+double item_cost(const Request& req, const perf::Workloads& w, const hw::Device& dev) {
+  const double layers = req.config.n_layers + 2;
+  if (dev.kind == hw::Kind::gpu) return layers;
+  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) return 0.1;
+  const double need = w.decode.model_weight_bytes() + w.decode.kv_cache_bytes(req.scenario.context);
+  const double cap = dev.memory_capacity_gb() * 1e9;
+  int tries = 0;
+  for (int cards = 1; cards <= req.max_cards; cards *= 2) {
+    ++tries;
+    if (cap > 0 && need <= cap * cards) break;
+  }
+  return 40 * layers * tries;
 }
 
 std::vector<int> partition(const std::vector<double>& costs, int parts) {

@@ -12,9 +12,11 @@
 
 namespace dse {
 
-// Relative cost of exploring one item: the FPGA search predicts dozens of designs over
-// the model's operations, a GPU baseline one; both scale with the number of layers.
-double item_cost(const model::Config& config, const hw::Device& device);
+// Relative cost of exploring one item (bench/README.md, "Distributed explore"): the FPGA
+// search predicts dozens of designs over the model's operations for each card count it
+// tries (1, 2, 4, ... until the weights and KV cache fit), a GPU baseline one prediction,
+// a card without memory figures none.
+double item_cost(const Request& request, const perf::Workloads& workloads, const hw::Device& device);
 
 // The part (rank) that explores each item: longest processing time first, i.e. items by
 // decreasing cost (ties: lower index first), each to the part with the least cost so far

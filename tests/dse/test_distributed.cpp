@@ -70,7 +70,8 @@ TEST(DseDistributed, MergedPartsEqualTheWholeExploration) {
   for (const auto& r : s.requests) whole.push_back(nlohmann::json(dse::explore(s.devices, r, obj)).dump());
   std::vector<double> costs;
   for (const auto& r : s.requests)
-    for (const auto* d : s.devices) costs.push_back(dse::item_cost(r.config, *d));
+    for (const auto* d : s.devices)
+      costs.push_back(dse::item_cost(r, perf::lower(r.config, r.precision, r.scenario), *d));
   for (int parts : {1, 2, 4}) {
     const auto owners = dse::partition(costs, parts);
     std::vector<std::vector<dse::Item>> shipped;
