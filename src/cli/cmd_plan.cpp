@@ -147,6 +147,12 @@ void run(const PlanArgs& a) {
   if (p.usd_per_mtoken > 0) std::printf("  cost             %10.3f USD per million tokens\n", p.usd_per_mtoken);
   std::printf("  decode time: compute %.3f ms, memory %.3f ms, fixed latencies %.3f ms, host %.3f ms\n",
               1e3 * p.decode.compute_s, 1e3 * p.decode.memory_s, 1e3 * p.decode.fixed_s, 1e3 * p.decode.host_s);
+  if (!p.link_bytes_per_token.empty()) {
+    std::printf("  card-to-card: %.3f ms of the decode step; bytes sent per token by card", 1e3 * p.decode.link_s);
+    for (std::size_t k = 0; k < p.link_bytes_per_token.size(); ++k)
+      std::printf("%s %zu: %.0f", k ? "," : "", k, p.link_bytes_per_token[k]);
+    std::printf("\n");
+  }
   std::printf("\nbatch trade-off of this design (same context):\n  %6s %14s %14s %12s  %s\n", "batch", "step ms",
               "tokens/s", "J/token", "memory");
   for (const auto& b : batches)

@@ -37,6 +37,12 @@ void print_report(const sim::Report& r, int top) {
     std::printf(" to first token, %.1f tokens/s (%d programs of up to %d tokens)\n", r.tokens_per_s, r.programs,
                 (r.tokens + r.programs - 1) / r.programs);
   for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
+  if (!r.link_bytes_per_token.empty()) {
+    std::printf("  card links carried per token:");
+    for (std::size_t k = 0; k < r.link_bytes_per_token.size(); ++k)
+      std::printf("%s card %zu %.0f bytes", k ? "," : "", k, r.link_bytes_per_token[k]);
+    std::printf("\n");
+  }
 
   std::printf("\nper unit (cycles; share of the run)\n");
   std::printf("  %-30s %7s %7s %7s %7s %7s %7s\n", "unit", "busy", "memory", "depend", "buffer", "idle", "util");
