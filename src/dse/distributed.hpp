@@ -12,10 +12,10 @@
 
 namespace dse {
 
-// Relative cost of exploring one item (bench/README.md, "Distributed explore"): the FPGA
-// search predicts dozens of designs over the model's operations for each card count it
-// tries (1, 2, 4, ... until the weights and KV cache fit), a GPU baseline one prediction,
-// a card without memory figures none.
+// Relative cost of exploring one item, a rough estimate: the FPGA search predicts dozens of
+// designs over the model's operations for each card count it tries (1, 2, 4, ... until the
+// weights and KV cache fit), a GPU baseline one prediction, a card without memory figures
+// none. The balance it gives is measured in bench/README.md (bench_mpi.sh).
 double item_cost(const Request& request, const perf::Workloads& workloads, const hw::Device& device);
 
 // The part (rank) that explores each item: longest processing time first, i.e. items by
