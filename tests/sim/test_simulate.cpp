@@ -193,6 +193,20 @@ TEST(SimLowering, SplitsMoveTheExecutorsCommunication) {
   d.parallel = {4, arch::Split::pipeline};
   const auto p4 = sim::simulate(cfg, d, dev, o);
   EXPECT_EQ(p4.link_bytes_per_token, (std::vector<double>{3072, 3072, 3072, 128000}));
+  // Stages hold layers [floor(k L / N), floor((k+1) L / N)), as the executor splits them:
+  // stories260K's 5 layers over 2 cards are 0-1 and 2-4.
+  {
+    auto small = u280_design();
+    small.parallel = {2, arch::Split::pipeline};
+    const auto r = sim::simulate(preset("stories260k"), small, dev, o);
+    int sends = 0;
+    for (const auto& op : r.ops)
+      if (op.kind == "send")
+        ++sends;
+      else if (op.layer >= 0)
+        EXPECT_EQ(op.card, op.layer < 2 ? 0 : 1) << op.name;
+    EXPECT_EQ(sends, 2);  // x from card 0 to 1 before layer 2, the logits back to card 0
+  }
   // Prefill of 16 tokens (one program): sixteen times the per-token volume.
   o.stage = arch::Stage::prefill;
   o.prompt = 16;
