@@ -22,9 +22,10 @@ cores=$(grep -c ^processor /proc/cpuinfo)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Open MPI in containers: root, more ranks than cores, no cross-memory-attach.
+# Open MPI in containers: root, more ranks than cores (waiting ranks yield the core instead
+# of polling), no cross-memory-attach.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
-  OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+  OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
 mpi() { local n=$1; shift; mpiexec --oversubscribe -np "$n" "$@"; }
 now() { date +%s.%N; }
 
