@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -60,6 +61,15 @@ quant::QuantModel load_checked(const model::Model& m, const std::string& qfile) 
       a.n_kv_heads != b.n_kv_heads || a.vocab_size != b.vocab_size || a.seq_len != b.seq_len)
     throw fpgallm::InputError(qfile, "quantized model does not have the shape of " + m.source_path);
   return qm;
+}
+
+std::uint64_t rss_bytes() {
+  long pages = 0, resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return std::uint64_t(resident) * std::uint64_t(sysconf(_SC_PAGESIZE));
 }
 
 std::uint64_t peak_rss_bytes() {
@@ -124,6 +134,7 @@ nlohmann::json AccelBackend::card_report() const {
                          {"tokens", tokens},
                          {"sent_bytes_per_token", tokens ? double(sent) / double(tokens) : 0.0},
                          {"peak_rss_bytes", peak_rss_bytes()},
+                         {"rss_bytes", rss_bytes()},
                          {"layers", {s.layer_begin, s.layer_end}},
                          {"heads", s.q_heads},
                          {"kv_heads", s.kv_heads},

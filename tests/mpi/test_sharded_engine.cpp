@@ -274,3 +274,48 @@ TEST(ShardedEngine, SplitsThatDoNotDivideAreInputErrors) {
   EXPECT_FALSE(s.embedding);
   EXPECT_TRUE(s.classifier);
 }
+
+TEST(ShardedEngine, Int4TensorSplitWithinTheBound) {
+  // A small synthesized shape whose per-card wo and w2 columns are whole 32-column groups.
+  model::Config c;
+  c.name = "int4-shard";
+  c.dim = 128, c.hidden_dim = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 512;
+  c.seq_len = 64;
+  const model::Model m = model::synthesize(c, 7);
+  const auto qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w4a8, 32));
+  auto d1 = design(1, arch::Split::none);
+  d1.matrix_unit.weight_bits = 4;
+  engine::AccelTransformer one(m, qm, d1);
+  const std::vector<int> tokens(kTokens.begin(), kTokens.begin() + 12);
+  std::vector<float> ref;
+  for (std::size_t p = 0; p < tokens.size(); ++p) {
+    const float* l = one.forward(tokens[p], int(p));
+    ref.insert(ref.end(), l, l + c.vocab_size);
+  }
+  Hub hub(2);
+  std::vector<std::vector<float>> got(2);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; ++k)
+    threads.emplace_back([&, k] {
+      ThreadLink link(hub, k);
+      auto d = design(2, arch::Split::tensor);
+      d.matrix_unit.weight_bits = 4;
+      const auto share = engine::card_share(qm.config, qm.plan, d, k);
+      const auto shard = engine::shard_model(qm, share);
+      engine::AccelTransformer card(m, shard, d, share, &link);
+      for (std::size_t p = 0; p < tokens.size(); ++p) {
+        const float* l = card.forward(tokens[p], int(p));
+        got[std::size_t(k)].insert(got[std::size_t(k)].end(), l, l + c.vocab_size);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(got[0], got[1]) << "every card ends with the same logits";
+  for (std::size_t p = 0; p < tokens.size(); ++p) {
+    const float* a = ref.data() + p * c.vocab_size;
+    const float* b = got[0].data() + p * c.vocab_size;
+    float worst = 0, scale = 0;
+    for (int i = 0; i < c.vocab_size; ++i) worst = std::max(worst, std::fabs(a[i] - b[i])), scale = std::max(scale, std::fabs(a[i]));
+    EXPECT_LE(worst, 1e-5f * scale) << "position " << p;
+    EXPECT_EQ(std::max_element(a, a + c.vocab_size) - a, std::max_element(b, b + c.vocab_size) - b) << p;
+  }
+}

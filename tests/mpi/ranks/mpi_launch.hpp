@@ -26,8 +26,8 @@ inline std::string fpgallm() { return FPGALLM_TEST_BINARY; }
 inline std::string mpiexec(int ranks) {
   return std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
                      "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl=self,vader "
-                     "OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 ") +
-         FPGALLM_MPIEXEC + " --oversubscribe -x FPGALLM_DIST_CHILD -x FPGALLM_TEST_PIDS -np " + std::to_string(ranks) +
+                     "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1 ") +
+         FPGALLM_MPIEXEC + " --oversubscribe -x FPGALLM_DIST_CHILD -np " + std::to_string(ranks) +
          " ";
 }
 
