@@ -88,8 +88,10 @@ def rd(name): return open(f'{tmp}/{name}').read()
 print(f'stories110m (synthesized, W8A8), accelerator backend (HLS kernels in C simulation), greedy, {steps} positions '
       f'from "Once"; {cores} cores, load average {load0} at the start and {load1} at the end (other jobs included):\n')
 print('| split | ranks | tokens/s | run wall s | same tokens as 1 rank | weights per rank MB (whole) | peak RSS per rank MB '
-      '| sent bytes/token per rank (executed) | predicted (perf) | executed / predicted | simulated links |')
-print('| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | --- |')
+      '| RSS at the end per rank MB | sent bytes/token per rank (executed) | predicted (perf) | executed / predicted '
+      '| simulated links |')
+print('| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- |')
+rss = lambda r: f"{r['rss_bytes'] / 1e6:.0f}" if 'rss_bytes' in r else '-'
 base = json.loads(rd('run-none1.json'))
 for c in configs:
     split, n = c.split(':')
@@ -99,7 +101,7 @@ for c in configs:
     ranks = j['ranks']
     if int(n) == 1:
         print(f"| {split} | 1 | {j['tokens_per_s']:.2f} | {wall:.1f} | - | {ranks[0]['weight_bytes'] / 1e6:.1f} | "
-              f"{ranks[0]['peak_rss_bytes'] / 1e6:.0f} | - | - | - | - |")
+              f"{ranks[0]['peak_rss_bytes'] / 1e6:.0f} | {rss(ranks[0])} | - | - | - | - |")
         continue
     sim = json.loads(rd(f'sim-{split}{n}.json'))
     pred, simb = sim['predicted_link_bytes_per_token'], sim['link_bytes_per_token']
@@ -108,7 +110,8 @@ for c in configs:
     f = lambda v, fmt: ' / '.join(fmt.format(x) for x in v)
     print(f"| {split} | {n} | {j['tokens_per_s']:.2f} | {wall:.1f} | {same} | "
           f"{f([r['weight_bytes'] / 1e6 for r in ranks], '{:.1f}')} ({j['whole_weight_bytes'] / 1e6:.1f}) | "
-          f"{f([r['peak_rss_bytes'] / 1e6 for r in ranks], '{:.0f}')} | {f(sent, '{:.0f}')} | {f(pred, '{:.0f}')} | "
+          f"{f([r['peak_rss_bytes'] / 1e6 for r in ranks], '{:.0f}')} | {' / '.join(rss(r) for r in ranks)} | "
+          f"{f(sent, '{:.0f}')} | {f(pred, '{:.0f}')} | "
           f"{f(ratio, '{:.5f}')} | {f(simb, '{:.0f}')} |")
 print('\nexplore --all-presets over every device of data/devices.json:\n')
 print('| ranks | wall s | launch alone s | measured speed-up (1-rank wall / wall) | reported speed-up (summed CPU / wall) '
