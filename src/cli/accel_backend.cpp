@@ -148,9 +148,10 @@ nlohmann::json AccelBackend::card_report() const {
           {"ranks", ranks}};
 }
 
-void eval_accel(const model::Model& m, const model::Tokenizer& tok, const std::string& text_file,
+void eval_accel(model::Model& m, const model::Tokenizer& tok, const std::string& text_file,
                 const std::string& qfile, const std::string& design_file, bool json) {
   auto accel = make_accel(m, qfile, design_file);
+  m.weights = model::Weights{};
   const std::string text = engine::read_text_file(text_file);
   const auto& qm = accel->card_qm;
   const bool calibration_text = qm.calibration_fnv1a != 0 && quant::fnv1a64(text) == qm.calibration_fnv1a;

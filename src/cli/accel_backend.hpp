@@ -42,8 +42,9 @@ std::unique_ptr<AccelBackend> make_accel(const model::Model& m, const std::strin
 
 // eval --backend accel: perplexity through the kernels beside the simulated quantization
 // of the same file on the same tokens (the held-out half when the text is the model's
-// calibration text), and their relative difference. Output on rank 0.
-void eval_accel(const model::Model& m, const model::Tokenizer& tok, const std::string& text_file,
+// calibration text), and their relative difference. Output on rank 0. Releases m's fp32
+// weights (the kernels run the quantized copy).
+void eval_accel(model::Model& m, const model::Tokenizer& tok, const std::string& text_file,
                 const std::string& qfile, const std::string& design_file, bool json);
 
 }  // namespace cli

@@ -25,16 +25,21 @@ void run(const RunArgs& a) {
   model::Model m = model::load(a.model);
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
   if (a.backend != "accel" && !a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
-  std::unique_ptr<cli::AccelBackend> accel;
-  std::unique_ptr<cli::LoadedQuant> q;
-  std::unique_ptr<engine::Transformer> plain;
-  if (a.backend == "accel") accel = cli::make_accel(m, a.quant, a.design);
-  else if (!a.quant.empty()) q = cli::load_quant(m, a.quant);
-  else plain = std::make_unique<engine::Transformer>(m);
-  engine::Transformer& t = accel ? *accel->transformer : q ? *q->transformer : *plain;
   // Every rank samples the same tokens: the seed is rank 0's.
   std::uint64_t seed = a.seed ? a.seed : static_cast<std::uint64_t>(std::time(nullptr));
   if (dist::distributed()) dist::broadcast(&seed, sizeof seed, 0);
+  std::unique_ptr<cli::AccelBackend> accel;
+  std::unique_ptr<cli::LoadedQuant> q;
+  std::unique_ptr<engine::Transformer> plain;
+  if (a.backend == "accel") {
+    accel = cli::make_accel(m, a.quant, a.design);
+    m.weights = model::Weights{};  // the kernels run the quantized copy: release the fp32 one
+  } else if (!a.quant.empty()) {
+    q = cli::load_quant(m, a.quant);
+  } else {
+    plain = std::make_unique<engine::Transformer>(m);
+  }
+  engine::Transformer& t = accel ? *accel->transformer : q ? *q->transformer : *plain;
   engine::Sampler sampler(m.config.vocab_size, a.temperature, a.topp, seed);
   const bool printer = dist::rank() == 0;
   auto on_piece = [&](const std::string& piece) {
