@@ -206,7 +206,6 @@ AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantM
   if (s.kv_bits == 8) s.kq.assign(cache, 0), s.vq.assign(cache, 0), s.ks.assign(scales, 0.0f), s.vs.assign(scales, 0.0f);
 
   using arch::Buf;
-  const int q_dim = c.n_heads * hd;
   auto set = [&](Buf which, int w) {
     s.width[int(which)] = w;
     s.buf[int(which)].assign(std::size_t(s.max_tokens) * w, 0.0f);
@@ -223,7 +222,6 @@ AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantM
   set(Buf::hb, s.share.hidden);
   set(Buf::hb2, s.share.hidden);
   set(Buf::logits, c.vocab_size);
-  (void)q_dim;
   if (s.tensor) {
     s.partial.assign(std::size_t(s.max_tokens) * c.dim, 0);
     s.logits_part.assign(std::size_t(s.max_tokens) * std::size_t(s.share.vocab_end - s.share.vocab_begin), 0.0f);
