@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <nlohmann/json.hpp>
 
 #include "arch/design.hpp"
@@ -32,6 +33,8 @@ namespace {
 struct Case {
   std::string preset, device;
 };
+// gtest prints the parameter in the test's listing (ctest shows it): the names, not bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.preset << " on " << c.device; }
 
 double classifier_seconds(const sim::Report& r) {
   double c = 0;
