@@ -136,9 +136,6 @@ Transformer::Transformer(const model::Model& m) : model_(m) {
   q_.resize(q_dim);
   att_.resize(static_cast<std::size_t>(c.n_heads) * c.seq_len);
   logits_.resize(static_cast<std::size_t>(c.vocab_size));
-  const std::size_t cache = static_cast<std::size_t>(c.n_layers) * c.seq_len * c.kv_dim();
-  key_cache_.assign(cache, 0.0f);
-  value_cache_.assign(cache, 0.0f);
 }
 
 const float* Transformer::weight_of(int layer, model::Linear which) const {
@@ -161,6 +158,11 @@ const float* Transformer::forward(int token, int pos) {
   const int q_dim = c.n_heads * head_size;
   const int kv_mul = c.n_heads / c.n_kv_heads;
   using model::Linear;
+  if (key_cache_.empty()) {  // on first use: subclasses that replace forward() never pay for it
+    const std::size_t cache = static_cast<std::size_t>(c.n_layers) * c.seq_len * kv_dim;
+    key_cache_.assign(cache, 0.0f);
+    value_cache_.assign(cache, 0.0f);
+  }
 
   std::memcpy(x_.data(), w.token_embedding.data() + static_cast<std::size_t>(token) * dim, dim * sizeof(float));
 
