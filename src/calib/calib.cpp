@@ -157,6 +157,24 @@ SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vecto
   return table;
 }
 
+nlohmann::json measurements_json(const QuantizeResult& r, const std::string& calib_file) {
+  nlohmann::json j = {{"calibration", {{"file", calib_file},
+                                       {"stories", r.split.calibration_stories},
+                                       {"tokens", r.split.calibration_tokens}}},
+                      {"held_out", {{"stories", r.split.held_out_stories},
+                                    {"tokens", r.split.held_out_tokens},
+                                    {"dropped_duplicates", r.split.dropped_duplicates}}},
+                      {"fp32_perplexity", r.fp32_perplexity},
+                      {"fp32_perplexity_err", r.fp32_perplexity_err},
+                      {"perplexity", r.perplexity},
+                      {"perplexity_err", r.perplexity_err},
+                      {"rel_increase", r.rel_increase},
+                      {"fp32_linear_weight_bytes", r.fp32_bytes},
+                      {"seconds", r.seconds}};
+  if (r.sensitivity) j["sensitivity"] = *r.sensitivity;
+  return j;
+}
+
 void to_json(nlohmann::json& j, const SensitivityTable& t) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : t.rows)

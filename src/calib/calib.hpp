@@ -109,5 +109,9 @@ struct QuantizeResult {
 // evaluate fp32 and the result on the held-out half.
 QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, const std::string& calib_text,
                         const std::string& calib_source, const QuantizeOptions& opt, const ProgressFn& progress = {});
+// What quantize() measured, as the `quantize --json` report and the Python binding give it:
+// calibration and held-out split, fp32 and quantized perplexity, bytes, seconds, and the
+// sensitivity table when there is one.
+nlohmann::json measurements_json(const QuantizeResult& r, const std::string& calib_file);
 
 }  // namespace calib

@@ -93,29 +93,14 @@ void quantize(const QuantizeArgs& a) {
 
   const auto bytes = r.qm.linear_weight_bytes();
   if (a.json) {
-    nlohmann::json j = {{"model", a.model},
-                        {"scheme", a.scheme},
-                        {"output", met ? a.out : ""},
-                        {"calibration", {{"file", a.calib},
-                                         {"stories", r.split.calibration_stories},
-                                         {"tokens", r.split.calibration_tokens}}},
-                        {"held_out", {{"stories", r.split.held_out_stories},
-                                      {"tokens", r.split.held_out_tokens},
-                                      {"dropped_duplicates", r.split.dropped_duplicates}}},
-                        {"fp32_perplexity", r.fp32_perplexity},
-                        {"fp32_perplexity_err", r.fp32_perplexity_err},
-                        {"perplexity", r.perplexity},
-                        {"perplexity_err", r.perplexity_err},
-                        {"rel_increase", r.rel_increase},
-                        {"linear_weight_bytes", bytes},
-                        {"fp32_linear_weight_bytes", r.fp32_bytes},
-                        {"seconds", r.seconds},
-                        {"plan", plan_j}};
+    nlohmann::json j = {{"model", a.model}, {"scheme", a.scheme}, {"output", met ? a.out : ""}};
+    j.update(calib::measurements_json(r, a.calib));
+    j["linear_weight_bytes"] = bytes;
+    j["plan"] = plan_j;
     if (r.search)
       j["search"] = {{"budget", r.search->budget},
                      {"budget_met", r.search->budget_met},
                      {"verifications", r.search->verifications}};
-    if (r.sensitivity) j["sensitivity"] = *r.sensitivity;
     cli::print_json(j);
   } else {
     if (r.sensitivity) {

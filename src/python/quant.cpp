@@ -66,20 +66,7 @@ QuantModelHandle quantize(const model::Model& m, const model::Tokenizer& tok, co
     throw fpgallm::InputError("budget", fmt::format("{}% cannot be met: the best plan found measures {:+.3f}% on the "
                                                     "held-out text",
                                                     budget_percent, 100.0 * r.search->rel_increase));
-  nlohmann::json report = {{"calibration", {{"file", calib_path},
-                                            {"stories", r.split.calibration_stories},
-                                            {"tokens", r.split.calibration_tokens}}},
-                           {"held_out", {{"stories", r.split.held_out_stories},
-                                         {"tokens", r.split.held_out_tokens},
-                                         {"dropped_duplicates", r.split.dropped_duplicates}}},
-                           {"fp32_perplexity", r.fp32_perplexity},
-                           {"fp32_perplexity_err", r.fp32_perplexity_err},
-                           {"perplexity", r.perplexity},
-                           {"perplexity_err", r.perplexity_err},
-                           {"rel_increase", r.rel_increase},
-                           {"fp32_linear_weight_bytes", r.fp32_bytes},
-                           {"seconds", r.seconds}};
-  if (r.sensitivity) report["sensitivity"] = *r.sensitivity;
+  nlohmann::json report = calib::measurements_json(r, calib_path);
   auto h = make_handle(std::move(r.qm));
   h->report = std::move(report);
   return h;
