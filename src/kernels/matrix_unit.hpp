@@ -132,6 +132,7 @@ inline void compute_tile_i8(i32 acc[CFG::max_tokens][CFG::tile_rows], const i8 w
         if (cf >= tile_cols_used) break;
         for (int pe = 0; pe < CFG::pe; ++pe) {
 #pragma HLS UNROLL
+          if (rf + pe >= tile_rows_used) break;  // past the matrix edge: no weights loaded
           i32 s = 0;  // products of int8 codes (|q| <= 127) fit in 16 bits: one DSP each
           for (int k = 0; k < CFG::simd; ++k) {
 #pragma HLS UNROLL
@@ -165,6 +166,7 @@ inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], i32 gacc
         for (int pe = 0; pe < CFG::pe; ++pe) {
 #pragma HLS UNROLL
           const int r = rf + pe;
+          if (r >= tile_rows_used) break;  // past the matrix edge: no weights loaded, no scale to read
           for (int part = 0; part < CFG::simd; part += kPart) {
 #pragma HLS UNROLL
             i32 s = 0;
