@@ -64,7 +64,9 @@ TEST(Program, TilesAndBytesFollowTheDesign) {
     return arch::LinearPrecision{4, 32};
   });
   for (const auto& i : p4.instructions)
-    if (i.op == arch::Op::matmul && i.linear == model::Linear::w2) EXPECT_EQ(i.weight_bytes, 64 * 172 / 2 + 64 * 6 * 4);
+    if (i.op == arch::Op::matmul && i.linear == model::Linear::w2) {
+      EXPECT_EQ(i.weight_bytes, 64 * 172 / 2 + 64 * 6 * 4);
+    }
 }
 
 TEST(Program, PrefillBlockReadsTheCacheOncePerStep) {

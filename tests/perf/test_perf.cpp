@@ -100,13 +100,15 @@ void expect_within_bounds(const perf::Prediction& p) {
     for (const auto& o : ph->ops) {
       ASSERT_GT(o.time_s, 0) << o.name;
       EXPECT_LE(o.offchip_bytes / o.time_s, p.peak_bytes_per_s / p.cards * (1 + 1e-9)) << p.target << " " << o.name;
-      if (o.kind == graph::OpKind::matmul || o.kind == graph::OpKind::classifier)
+      if (o.kind == graph::OpKind::matmul || o.kind == graph::OpKind::classifier) {
         EXPECT_LE(o.flops / o.time_s, p.peak_ops_per_s / p.cards * 1.001) << p.target << " " << o.name;
+      }
     }
   }
   // Whole phases: no faster than streaming the weights once at the peak bandwidth.
-  if (p.placement.find("on chip") == std::string::npos || p.kind == hw::Kind::gpu)
+  if (p.placement.find("on chip") == std::string::npos || p.kind == hw::Kind::gpu) {
     EXPECT_GE(p.decode_step_s, 0.99 * p.weight_bytes / p.peak_bytes_per_s) << p.target;
+  }
 }
 
 TEST(Perf, PublishedDesignsStayWithinBounds) {
