@@ -4,13 +4,13 @@
 
 #include "cli/command.hpp"
 #include "dse/dse.hpp"
-#include <fstream>
 
 #include "model/model.hpp"
 #include "quant/quant.hpp"
 #include "perf/train_step.hpp"
 #include "report/svg.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 #include "util/paths.hpp"
 
 namespace {
@@ -25,14 +25,7 @@ struct PlanArgs {
 // The precision of a quantization plan (quant::Plan JSON, or an object with a "plan" key):
 // per-layer weight bits, the activation and KV widths.
 graph::Precision precision_of_plan(const std::string& path, const model::Config& c) {
-  std::ifstream in(path);
-  if (!in) throw fpgallm::InputError(path, "cannot open the quantization plan");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw fpgallm::InputError(path, std::string("malformed JSON: ") + e.what());
-  }
+  const nlohmann::json j = fpgallm::read_json_file(path, "the quantization plan");
   quant::Plan plan;
   try {
     plan = quant::plan_from_json(j.contains("plan") ? j["plan"] : j, c);

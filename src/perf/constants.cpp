@@ -1,10 +1,10 @@
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "perf/perf.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 #include "util/paths.hpp"
 
 namespace perf {
@@ -27,14 +27,7 @@ std::vector<std::pair<std::string, const Constant*>> Constants::named() const {
 }
 
 Constants load_constants(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw fpgallm::InputError(path, "cannot open the performance-model constants");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw fpgallm::InputError(path, fmt::format("malformed JSON ({})", e.what()));
-  }
+  const nlohmann::json j = fpgallm::read_json_file(path, "the performance-model constants");
   Constants c;
   if (!j.contains("constants") || !j["constants"].is_object())
     throw fpgallm::InputError(path, "no \"constants\" object");

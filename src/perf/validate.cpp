@@ -15,6 +15,7 @@
 #include "model/presets.hpp"
 #include "perf/perf.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 #include "util/paths.hpp"
 
 namespace perf {
@@ -121,14 +122,7 @@ struct ModelAlias {
 };
 std::vector<ModelAlias> model_aliases() {
   const std::string path = fpgallm::data_dir() + "/published/models.json";
-  std::ifstream in(path);
-  if (!in) throw fpgallm::InputError(path, "cannot open the model-name table");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw fpgallm::InputError(path, fmt::format("malformed JSON ({})", e.what()));
-  }
+  const nlohmann::json j = fpgallm::read_json_file(path, "the model-name table");
   std::vector<ModelAlias> out;
   for (const auto& e : j.at("models")) out.push_back({e.at("contains").get<std::vector<std::string>>(), e.at("preset")});
   return out;
@@ -174,13 +168,7 @@ struct PublishedDesign {
 std::optional<PublishedDesign> load_published(const std::string& dir, const std::string& source_id) {
   const std::string path = dir + "/" + source_id + ".json";
   if (!std::filesystem::exists(path)) return std::nullopt;
-  std::ifstream in(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw fpgallm::InputError(path, fmt::format("malformed JSON ({})", e.what()));
-  }
+  const nlohmann::json j = fpgallm::read_json_file(path, "the published design");
   PublishedDesign p;
   try {
     arch::from_json(j, p.design);
