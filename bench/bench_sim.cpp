@@ -7,26 +7,12 @@
 #include "hw/device.hpp"
 #include "model/presets.hpp"
 #include "sim/simulate.hpp"
+#include "util/paths.hpp"
 
 namespace {
 
-arch::Design u280_overlay() {
-  arch::Design d;
-  d.name = "bench-u280";
-  d.device = "u280";
-  d.clock_mhz = 300;
-  d.matrix_unit.rows = 64;
-  d.matrix_unit.cols = 64;
-  d.vector_unit.lanes = 32;
-  d.tiling = {128, 256, 64};
-  d.buffers.weight_bytes = 4 * 128 * 256;
-  d.buffers.activation_bytes = 1 << 20;
-  d.memory.weight_channels = 24;
-  d.memory.kv_channels = 8;
-  d.memory.activation_channels = 0;
-  d.context = 1024;
-  return d;
-}
+// A fixed 64x64 overlay on the U280 (written out, so it does not depend on the planner).
+arch::Design u280_overlay() { return arch::load(fpgallm::data_dir() + "/designs/u280-overlay-64x64.json"); }
 
 void run(benchmark::State& state, arch::Stage stage) {
   const model::Config cfg = model::find_preset("llama2-7b").value();
