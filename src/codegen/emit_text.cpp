@@ -38,10 +38,11 @@ std::string fill(std::string text, const Vars& vars) {
   return out + text.substr(i);
 }
 
-// An fp32 constant spelled exactly (hexadecimal floating literal).
+// An fp32 constant spelled exactly in C++14: nine significant decimal digits identify a
+// binary32 value uniquely (hexadecimal floating literals are C++17).
 std::string float_literal(float f) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%af", static_cast<double>(f));
+  std::snprintf(buf, sizeof buf, "%.8ef", static_cast<double>(f));
   return buf;
 }
 
@@ -497,7 +498,7 @@ std::string makefile(const ProjectInfo& p) {
       "#   make sw_emu|hw_emu|hw PLATFORM=<xpfm>   xclbin and host program (Vitis, XRT)\n"
       "#   make run TARGET=hw_emu PLATFORM=<xpfm>  emulation run that checks the golden logits\n"
       "TARGET ?= sw_emu\nPLATFORM ?=\nKERNEL := fpgallm_overlay\nCLOCK_MHZ := @CLOCK@\n"
-      "CXX ?= g++\nCXXFLAGS ?= -std=c++20 -O2\nXILINX_XRT ?= /opt/xilinx/xrt\n"
+      "CXX ?= g++\nCXXFLAGS ?= -std=c++14 -O2\nXILINX_XRT ?= /opt/xilinx/xrt\n"
       "BUILD := build/$(TARGET)\nXO := $(BUILD)/$(KERNEL).xo\nXCLBIN := $(BUILD)/$(KERNEL).xclbin\n"
       "KERNEL_SOURCES := src/fpgallm_overlay.cpp src/fpgallm_overlay.hpp src/fpgallm_config.hpp src/overlay.hpp "
       "$(wildcard src/kernels/*.hpp)\n\n"
@@ -535,8 +536,8 @@ std::string hls_tcl(const ProjectInfo& p) {
 # Run from the project folder: vitis_hls -f hls/fpgallm_overlay.tcl
 open_project -reset hls_fpgallm_overlay
 set_top fpgallm_overlay
-add_files src/fpgallm_overlay.cpp -cflags "-Isrc -std=c++20"
-add_files -tb tb/testbench.cpp -cflags "-Isrc -std=c++20"
+add_files src/fpgallm_overlay.cpp -cflags "-Isrc -std=c++14"
+add_files -tb tb/testbench.cpp -cflags "-Isrc -std=c++14"
 open_solution -reset solution1 -flow_target vitis
 @PART@
 create_clock -period @PERIOD@ -name default
@@ -603,7 +604,7 @@ context @CONTEXT@ positions.
     make run TARGET=hw_emu PLATFORM=<platform> # emulation, compares the logits with golden/
     make hw PLATFORM=<platform> && ./build/host build/hw/fpgallm_overlay.xclbin . --steps 32
 
-The kernels are C++20 (`std::bit_cast`); the HLS front end must accept `-std=c++20`. This project
+The kernels are C++20 (`std::bit_cast`); the HLS front end must accept `-std=c++14`. This project
 was generated and C-simulated with g++; it has not been run through v++ or Vitis HLS by fpgallm.
 
 ## What the plan predicts

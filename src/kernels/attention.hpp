@@ -61,7 +61,8 @@ struct KvElement<8> {
 };
 
 // One layer's cache in memory: k, v [position][kv_dim]; k_scale, v_scale [position][kv_heads]
-// (int8 only).
+// (read and written for int8 only; for other formats they point at one spare float, never
+// null, as every memory argument of the kernels).
 template <int KV_BITS>
 struct KvCache {
   using elem = typename KvElement<KV_BITS>::type;
@@ -94,12 +95,51 @@ struct AttentionConfig {
   static_assert(KV_BLOCK >= 1 && MAX_QUERIES >= 1 && MAX_HEADS >= 1, "positive sizes");
 };
 
+namespace detail {
+
+// One head vector into the cache's element format (overloads on the element type: the
+// format is chosen at compile time). int8 writes the per-(position, head) scale.
+template <class VCFG, int MAX_HEAD_DIM>
+inline void kv_write(i8* dst, float* scale, const float* src, int n) {
+  *scale = quantize_dynamic<VCFG>(dst, src, n);
+}
+template <class VCFG, int MAX_HEAD_DIM>
+inline void kv_write(std::uint16_t* dst, float*, const float* src, int n) {
+  for (int i = 0; i < MAX_HEAD_DIM; ++i) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    dst[i] = float_to_half(src[i]);
+  }
+}
+template <class VCFG, int MAX_HEAD_DIM>
+inline void kv_write(float* dst, float*, const float* src, int n) {
+  for (int i = 0; i < MAX_HEAD_DIM; ++i) {
+#pragma HLS PIPELINE II=1
+    if (i >= n) break;
+    dst[i] = src[i];
+  }
+}
+
+// Element i of a cached head vector in fp32.
+inline float kv_read(const i8* row, const float* scale, int i) { return static_cast<float>(row[i]) * scale[0]; }
+inline float kv_read(const std::uint16_t* row, const float*, int i) { return half_to_float(row[i]); }
+inline float kv_read(const float* row, const float*, int i) { return row[i]; }
+
+// Offset of the scale of (position, kv head) for int8 caches; other formats have no
+// scales and read none.
+template <int KV_BITS>
+inline long kv_scale_index(long position, int kv_heads, int head) {
+  return KV_BITS == 8 ? position * kv_heads + head : 0;
+}
+
+}  // namespace detail
+
 // Writes key and value of `tokens` new positions (starting at pos0) into the cache:
 // k_new, v_new [tokens][kv_dim] in fp32, converted to the cache's element format.
+// k_scale and v_scale must point at valid memory for every format (one float suffices
+// when KV_BITS != 8); they are written only for int8.
 template <class ACFG, int KV_BITS>
 void kv_store(KvCache<KV_BITS> cache, const float* k_new, const float* v_new, int tokens, int pos0, int head_dim) {
-#pragma HLS INTERFACE m_axi port=cache.k bundle=gmem_kv offset=slave
-#pragma HLS INTERFACE m_axi port=cache.v bundle=gmem_kv offset=slave
   using VCFG = typename ACFG::vector_unit;
   for (int t = 0; t < ACFG::max_queries; ++t) {
     if (t >= tokens) break;
@@ -108,43 +148,12 @@ void kv_store(KvCache<KV_BITS> cache, const float* k_new, const float* v_new, in
       if (h >= cache.kv_heads) break;
       const float* ks = k_new + static_cast<long>(t) * cache.kv_dim + h * head_dim;
       const float* vs = v_new + static_cast<long>(t) * cache.kv_dim + h * head_dim;
-      auto* kd = cache.k + row + h * head_dim;
-      auto* vd = cache.v + row + h * head_dim;
-      if constexpr (KV_BITS == 8) {
-        const long srow = static_cast<long>(pos0 + t) * cache.kv_heads + h;
-        cache.k_scale[srow] = quantize_dynamic<VCFG>(kd, ks, head_dim);
-        cache.v_scale[srow] = quantize_dynamic<VCFG>(vd, vs, head_dim);
-      } else {
-        for (int i = 0; i < ACFG::max_head_dim; ++i) {
-#pragma HLS PIPELINE II=1
-          if (i >= head_dim) break;
-          if constexpr (KV_BITS == 16) {
-            kd[i] = float_to_half(ks[i]);
-            vd[i] = float_to_half(vs[i]);
-          } else {
-            kd[i] = ks[i];
-            vd[i] = vs[i];
-          }
-        }
-      }
+      const long srow = detail::kv_scale_index<KV_BITS>(pos0 + t, cache.kv_heads, h);
+      detail::kv_write<VCFG, ACFG::max_head_dim>(cache.k + row + h * head_dim, cache.k_scale + srow, ks, head_dim);
+      detail::kv_write<VCFG, ACFG::max_head_dim>(cache.v + row + h * head_dim, cache.v_scale + srow, vs, head_dim);
     }
   }
 }
-
-namespace detail {
-
-template <int KV_BITS>
-inline float kv_load(const typename KvElement<KV_BITS>::type* row, const float* scale, int i) {
-  if constexpr (KV_BITS == 8) {
-    return static_cast<float>(row[i]) * scale[0];
-  } else if constexpr (KV_BITS == 16) {
-    return half_to_float(row[i]);
-  } else {
-    return row[i];
-  }
-}
-
-}  // namespace detail
 
 // out[t][h*head_dim + i] = sum_p softmax_p(q_t,h · k_p / sqrt(head_dim)) v_p[i] over the
 // positions p <= pos0 + t, for query heads h in [head_begin, head_end) (grouped-query:
@@ -152,10 +161,6 @@ inline float kv_load(const typename KvElement<KV_BITS>::type* row, const float* 
 template <class ACFG, int KV_BITS>
 void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, int pos0, int n_heads, int head_dim,
                int head_begin, int head_end) {
-#pragma HLS INTERFACE m_axi port=cache.k bundle=gmem_kv offset=slave
-#pragma HLS INTERFACE m_axi port=cache.v bundle=gmem_kv offset=slave
-#pragma HLS INTERFACE m_axi port=q bundle=gmem_act offset=slave
-#pragma HLS INTERFACE m_axi port=out bundle=gmem_act offset=slave
   using VCFG = typename ACFG::vector_unit;
   constexpr int B = ACFG::kv_block;
   constexpr int D = ACFG::max_head_dim;
@@ -185,12 +190,12 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       for (int j = 0; j < B; ++j) {
         if (p0 + j > last_key) break;
         const long row = static_cast<long>(p0 + j) * cache.kv_dim + kvh * head_dim;
-        const long srow = static_cast<long>(p0 + j) * cache.kv_heads + kvh;
+        const long srow = detail::kv_scale_index<KV_BITS>(p0 + j, cache.kv_heads, kvh);
         for (int i = 0; i < D; ++i) {
 #pragma HLS PIPELINE II=1
           if (i >= head_dim) break;
-          kblk[j][i] = detail::kv_load<KV_BITS>(cache.k + row, KV_BITS == 8 ? cache.k_scale + srow : nullptr, i);
-          vblk[j][i] = detail::kv_load<KV_BITS>(cache.v + row, KV_BITS == 8 ? cache.v_scale + srow : nullptr, i);
+          kblk[j][i] = detail::kv_read(cache.k + row, cache.k_scale + srow, i);
+          vblk[j][i] = detail::kv_read(cache.v + row, cache.v_scale + srow, i);
         }
       }
       // Compute stage: every query of the step against this block.

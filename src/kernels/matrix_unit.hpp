@@ -198,13 +198,6 @@ inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], i32 gacc
 template <class CFG>
 void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_scale, float* y, i32* acc_out,
                  int tokens, int rows, int cols, int y_stride) {
-#pragma HLS INTERFACE m_axi port=w bundle=gmem_weights offset=slave max_read_burst_length=256
-#pragma HLS INTERFACE m_axi port=w_scale bundle=gmem_weights offset=slave
-#pragma HLS INTERFACE m_axi port=x bundle=gmem_act offset=slave
-#pragma HLS INTERFACE m_axi port=x_scale bundle=gmem_act offset=slave
-#pragma HLS INTERFACE m_axi port=y bundle=gmem_act offset=slave
-#pragma HLS INTERFACE m_axi port=acc_out bundle=gmem_act offset=slave
-#pragma HLS INTERFACE s_axilite port=return
   i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
   i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];
   i32 acc[CFG::max_tokens][CFG::tile_rows];
@@ -260,12 +253,6 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
 template <class CFG>
 void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, const i8* x, const float* x_scale,
                  float* y, int tokens, int rows, int cols, int y_stride) {
-#pragma HLS INTERFACE m_axi port=packed bundle=gmem_weights offset=slave max_read_burst_length=256
-#pragma HLS INTERFACE m_axi port=w_scale bundle=gmem_weights offset=slave
-#pragma HLS INTERFACE m_axi port=x bundle=gmem_act offset=slave
-#pragma HLS INTERFACE m_axi port=x_scale bundle=gmem_act offset=slave
-#pragma HLS INTERFACE m_axi port=y bundle=gmem_act offset=slave
-#pragma HLS INTERFACE s_axilite port=return
   static_assert(CFG::tile_cols % 32 == 0, "int4 tiles hold whole 32-column chunks");
   i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
   i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];

@@ -5,8 +5,8 @@
 // never through a vendor math library: exp is computed here from a table and a short
 // polynomial, so g++ and the synthesized circuit give the same bits. See
 // docs/accelerator.md, "Numerics".
-#include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace kernels {
 
@@ -15,8 +15,17 @@ using u8 = std::uint8_t;
 using i32 = std::int32_t;
 using u32 = std::uint32_t;
 
-inline float bits_to_float(u32 b) { return std::bit_cast<float>(b); }
-inline u32 float_to_bits(float f) { return std::bit_cast<u32>(f); }
+// Bit casts by memcpy (C++14; Vitis HLS maps a scalar memcpy to wires).
+inline float bits_to_float(u32 b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+inline u32 float_to_bits(float f) {
+  u32 b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
 
 // Round to nearest, ties to even, of |x| < 2^22, using the adder's own rounding: adding and
 // subtracting 1.5 * 2^23 leaves the integer part rounded as the FP adder rounds (RNE).
