@@ -196,7 +196,7 @@ def check_loops(code, constants, report):
             continue
         init, cond, _ = parts
         var = re.findall(r"([A-Za-z_]\w*)\s*=", init)
-        cm = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(<|<=|>|>=|!=)\s*(.+?)\s*", cond)
+        cm = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(<=|<|>=|>|!=)\s*(.+?)\s*", cond)
         if not var or not cm or cm.group(1) != var[-1] or not bound_is_constant(cm.group(3), constants):
             report("loop-bound", start, f"for ({header.strip()}): the condition is not a compile-time bound")
         if var and not re.fullmatch(r".*=\s*(\d+|[\w:]+(\s*[-+*/]\s*[\w:]+)*)\s*", init.strip()):
@@ -375,24 +375,38 @@ def config_values(code):
     return values
 
 
+# constexpr helpers of the kernels that sizes are computed with.
+CONSTEXPR_FUNCTIONS = {"lcm_small": math.lcm}
+
+
 def evaluate(expr, env):
+    if "?" in expr:  # one conditional: cond ? a : b
+        m = re.fullmatch(r"(.+?)\?(.+?)(?<!:):(?!:)(.+)", expr)
+        if not m:
+            return None
+        cond = evaluate(m.group(1), env)
+        return None if cond is None else evaluate(m.group(2) if cond else m.group(3), env)
     toks = re.findall(r"[A-Za-z_][\w:]*|\d+|\S", expr)
     out = []
     for t in toks:
         if re.fullmatch(r"\d+", t):
+            out.append(t)
+        elif t in CONSTEXPR_FUNCTIONS:
+            out.append(t)
+        elif t == ",":
             out.append(t)
         elif re.fullmatch(r"[A-Za-z_][\w:]*", t):
             key = t.split("::")[-1]
             if key not in env:
                 return None
             out.append(str(env[key]))
-        elif t in "+-*/%()<>=!&|":
+        elif t in "+-*/%()<>=!&|" and t != "!":
             out.append("//" if t == "/" else t)
         else:
             return None
     text = " ".join(out).replace("/ /", "//")
     try:
-        return int(eval(text, {"__builtins__": {}}))
+        return int(eval(text, {"__builtins__": {}}, dict(CONSTEXPR_FUNCTIONS)))
     except Exception:  # noqa: BLE001: an expression this reader does not handle is "unknown"
         return None
 
@@ -402,13 +416,15 @@ def trip_count(header, values):
     if len(parts) != 3:
         return None
     init, cond, step = parts
-    cm = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(<|<=)\s*(.+?)\s*", cond)
+    cm = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(<=|<|>=|>)\s*(.+?)\s*", cond)
     im = re.search(r"=\s*(.+)$", init.strip())
     if not cm or not im:
         return None
     lo, hi = evaluate(im.group(1), values), evaluate(cm.group(3), values)
     if lo is None or hi is None:
         return None
+    if cm.group(2) in (">", ">="):  # a counting-down loop
+        return max(0, lo - hi + (1 if cm.group(2) == ">=" else 0))
     if cm.group(2) == "<=":
         hi += 1
     inc = 1

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "arch/program.hpp"
+#include "kernels/matrix_unit.hpp"
 #include "codegen/emit_text.hpp"
 #include "engine/accel.hpp"
 #include "hw/device.hpp"
@@ -27,9 +28,8 @@ namespace codegen {
 namespace {
 
 constexpr int kWords = 16;
-constexpr int kWeightBlock = 64;
 enum Field { f_op, f_layer, f_rows, f_cols, f_heads, f_kv_heads, f_head_dim, f_in, f_out, f_weight_bits, f_group,
-             f_weight_block, f_scale_offset, f_aux, f_static_scale, f_flags };
+             f_weight_beat, f_scale_word, f_aux, f_static_scale, f_flags };
 
 std::string bytes_of(const void* p, std::size_t n) { return std::string(static_cast<const char*>(p), n); }
 template <class T>
@@ -53,14 +53,15 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-// The parameter blobs of the project: every weight, scale and fp32 table the kernel reads.
+// The memory images of the project: every weight, scale and fp32 table the kernel reads.
 struct Layout {
-  std::vector<std::int8_t> weights;        // int8 codes / packed int4, each matrix 64-byte aligned
-  std::vector<std::uint16_t> half_scales;  // int4 group scales (fp16 bits)
-  std::vector<float> params;               // embedding, norms, int8 row scales, RoPE table
-  std::map<std::pair<int, int>, std::pair<int, int>> linear;  // (layer, which) -> (block, scale offset)
-  int embedding = 0, final_norm = 0, rope = 0;
+  std::vector<std::vector<kernels::PackedWord>> channels;  // one per weight channel
+  std::vector<kernels::FloatWord> row_scales;               // per matrix, per row fold
+  std::vector<kernels::FloatWord> params;                   // embedding, norms, RoPE table
+  std::map<std::pair<int, int>, std::pair<int, int>> linear;  // (layer, which) -> (beat, scale word)
+  int embedding = 0, final_norm = 0, rope = 0;                // first FloatWord
   std::vector<int> attn_norm, ffn_norm;
+  std::int64_t weight_bytes = 0;                               // int8 codes before padding
 };
 
 int checked_int(std::size_t v, const char* what) {
@@ -68,36 +69,78 @@ int checked_int(std::size_t v, const char* what) {
   return int(v);
 }
 
-int append(std::vector<float>& to, const std::vector<float>& v) {
+// Appends `rows` rows of `width` floats, each padded to whole FloatWords; returns the first word.
+int append_rows(std::vector<kernels::FloatWord>& to, const float* v, std::size_t rows, std::size_t width) {
   const int at = checked_int(to.size(), "params");
-  to.insert(to.end(), v.begin(), v.end());
+  const std::size_t row_words = (width + kernels::kFloatsPerWord - 1) / kernels::kFloatsPerWord;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t w = 0; w < row_words; ++w) {
+      kernels::FloatWord word{};
+      for (std::size_t l = 0; l < std::size_t(kernels::kFloatsPerWord); ++l) {
+        const std::size_t c = w * kernels::kFloatsPerWord + l;
+        word.value[l] = c < width ? v[r * width + c] : 0.0f;
+      }
+      to.push_back(word);
+    }
   return at;
 }
 
-Layout lay_out(const quant::QuantModel& qm, int context) {
+// One int8 matrix as the matrix unit reads it (kernels/matrix_unit.hpp): PE x SIMD steps in
+// (row fold, column fold) order, zero past the edge, padded to whole gather groups, word w
+// on channel w % channels. Its row scales: scale_words FloatWords per row fold.
+std::pair<int, int> append_matrix(Layout& l, const quant::Int8Matrix& m, int rows, int cols, const arch::Design& d) {
+  const int pe = d.matrix_unit.rows, simd = d.matrix_unit.cols, ch = int(l.channels.size());
+  const kernels::MatrixWords mw = kernels::stream_words(pe, simd, ch, rows, cols);
+  const int beat = checked_int(l.channels[0].size(), "weights");
+  const int col_folds = (cols + simd - 1) / simd, row_folds = (rows + pe - 1) / pe;
+  std::vector<kernels::PackedWord> words(std::size_t(mw.beats) * ch, kernels::PackedWord{});
+  for (int nf = 0; nf < row_folds; ++nf)
+    for (int sf = 0; sf < col_folds; ++sf)
+      for (int p = 0; p < pe; ++p) {
+        const int r = nf * pe + p;
+        if (r >= rows) continue;
+        for (int k = 0; k < simd; ++k) {
+          const int c = sf * simd + k;
+          if (c >= cols) continue;
+          const std::size_t byte = (std::size_t(nf * col_folds + sf) * pe + p) * simd + k;
+          words[byte / kernels::kWordBytes].lane[byte % kernels::kWordBytes] = m.q[std::size_t(r) * cols + c];
+        }
+      }
+  for (std::size_t w = 0; w < words.size(); ++w) l.channels[w % ch].push_back(words[w]);
+  const int scale_word = checked_int(l.row_scales.size(), "row_scales");
+  const int scale_words = (pe + kernels::kFloatsPerWord - 1) / kernels::kFloatsPerWord;
+  for (int nf = 0; nf < row_folds; ++nf)
+    for (int w = 0; w < scale_words; ++w) {
+      kernels::FloatWord word{};
+      for (int j = 0; j < kernels::kFloatsPerWord; ++j) {
+        const int r = nf * pe + w * kernels::kFloatsPerWord + j;
+        const int in_fold = w * kernels::kFloatsPerWord + j;
+        word.value[j] = in_fold < pe && r < rows ? m.scale[std::size_t(r)] : 0.0f;
+      }
+      l.row_scales.push_back(word);
+    }
+  l.weight_bytes += std::int64_t(rows) * cols;
+  return {beat, scale_word};
+}
+
+Layout lay_out(const quant::QuantModel& qm, const arch::Design& d, int channels, int context) {
   const auto& c = qm.config;
   Layout l;
-  l.embedding = append(l.params, qm.token_embedding);
+  l.channels.resize(std::size_t(channels));
+  l.embedding = append_rows(l.params, qm.token_embedding.data(), std::size_t(c.vocab_size), std::size_t(c.dim));
   for (int i = 0; i < c.n_layers; ++i) {
-    l.attn_norm.push_back(append(l.params, qm.attn_norm[std::size_t(i)]));
-    l.ffn_norm.push_back(append(l.params, qm.ffn_norm[std::size_t(i)]));
+    l.attn_norm.push_back(append_rows(l.params, qm.attn_norm[std::size_t(i)].data(), 1, std::size_t(c.dim)));
+    l.ffn_norm.push_back(append_rows(l.params, qm.ffn_norm[std::size_t(i)].data(), 1, std::size_t(c.dim)));
   }
-  l.final_norm = append(l.params, qm.final_norm);
+  l.final_norm = append_rows(l.params, qm.final_norm.data(), 1, std::size_t(c.dim));
   for (const auto& lp : qm.plan.layers) {
     const auto& L = qm.linear(lp.layer, lp.which);
-    const std::size_t block = l.weights.size() / kWeightBlock;
-    int scale = 0;
-    if (L.format == quant::WeightFormat::int8) {
-      l.weights.insert(l.weights.end(), L.int8.q.begin(), L.int8.q.end());
-      scale = append(l.params, L.int8.scale);
-    } else {
-      const auto* p = reinterpret_cast<const std::int8_t*>(L.int4.packed.data());
-      l.weights.insert(l.weights.end(), p, p + L.int4.packed.size());
-      scale = checked_int(l.half_scales.size(), "half_scales");
-      l.half_scales.insert(l.half_scales.end(), L.int4.scale.begin(), L.int4.scale.end());
-    }
-    l.weights.resize((l.weights.size() + kWeightBlock - 1) / kWeightBlock * kWeightBlock, 0);
-    l.linear[{lp.layer, int(lp.which)}] = {checked_int(block, "weights"), scale};
+    if (L.format != quant::WeightFormat::int8)
+      throw fpgallm::InputError("design", fmt::format("{}: {} weights; the emitted streaming matrix unit multiplies "
+                                                      "int8 weights (int4 runs in the C simulation backend only)",
+                                                      model::linear_name(lp.layer, lp.which),
+                                                      quant::to_string(L.format)));
+    l.linear[{lp.layer, int(lp.which)}] = append_matrix(l, L.int8, L.int8.rows, L.int8.cols, d);
   }
   // The RoPE table in the fp32 operations of the accelerator backend (engine/accel.cpp).
   const int hd = c.head_dim();
@@ -109,8 +152,8 @@ Layout lay_out(const quant::QuantModel& qm, int context) {
       rope[std::size_t(pos) * hd + i] = std::cos(val);
       rope[std::size_t(pos) * hd + i + 1] = std::sin(val);
     }
-  l.rope = append(l.params, rope);
-  if (l.half_scales.empty()) l.half_scales.push_back(0);  // a port needs a buffer
+  l.rope = append_rows(l.params, rope.data(), std::size_t(context), std::size_t(hd));
+  if (l.row_scales.empty()) l.row_scales.push_back(kernels::FloatWord{});
   return l;
 }
 
@@ -157,12 +200,10 @@ std::vector<std::int32_t> encode(const arch::Program& p, const quant::QuantModel
         break;
       }
       case arch::Op::matmul: {
-        const auto& L = qm.linear(in.layer, in.linear);
-        const auto [block, scale] = l.linear.at({in.layer, int(in.linear)});
-        w[f_weight_bits] = L.format == quant::WeightFormat::int4 ? 4 : 8;
-        w[f_group] = L.format == quant::WeightFormat::int4 ? L.int4.group : 0;
-        w[f_weight_block] = block;
-        w[f_scale_offset] = scale;
+        const auto [beat, scale] = l.linear.at({in.layer, int(in.linear)});
+        w[f_weight_bits] = 8;
+        w[f_weight_beat] = beat;
+        w[f_scale_word] = scale;
         break;
       }
       default: break;
@@ -216,14 +257,54 @@ arch::Design backend_design(const arch::Design& design, std::vector<std::string>
   return golden;
 }
 
+namespace {
+
+// Why the golden model cannot run on a kernel sized for `k` (empty when it can).
+std::string golden_misfit(const model::Config& k, const model::Config& g) {
+  const struct {
+    const char* what;
+    int kernel, golden;
+  } sizes[] = {{"dim", k.dim, g.dim},
+               {"hidden_dim", k.hidden_dim, g.hidden_dim},
+               {"n_heads", k.n_heads, g.n_heads},
+               {"n_kv_heads", k.n_kv_heads, g.n_kv_heads},
+               {"head_dim", k.head_dim(), g.head_dim()},
+               {"vocab_size", k.vocab_size, g.vocab_size}};
+  for (const auto& s : sizes)
+    if (s.golden > s.kernel)
+      return fmt::format("the golden model's {} ({}) exceeds the kernel's ({})", s.what, s.golden, s.kernel);
+  if (g.arch != model::Arch::llama || k.arch != model::Arch::llama)
+    return "the emitted overlay runs llama-architecture models only";
+  return "";
+}
+
+}  // namespace
+
 EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design,
                 const std::string& out_dir, const EmitOptions& options) {
+  return emit(qm.config, base, qm, design, out_dir, options, "the model emitted");
+}
+
+EmitResult emit(const model::Config& kernel_config, const model::Model& base, const quant::QuantModel& qm,
+                const arch::Design& design, const std::string& out_dir, const EmitOptions& options,
+                const std::string& golden_source) {
   if (auto p = design.problems(); !p.empty()) throw fpgallm::InputError("design", p.front());
   if (options.golden_steps < 1) throw fpgallm::InputError("golden_steps", "at least one decode step");
+  if (const std::string why = golden_misfit(kernel_config, qm.config); !why.empty())
+    throw fpgallm::InputError("design", why);
   const auto& c = qm.config;
   ProjectInfo info;
-  info.config = c;
+  info.config = kernel_config;
+  info.golden = c;
+  info.golden_source = golden_source;
   info.design = design;
+  info.weight_channels = std::max(1, design.memory.weight_channels);
+  info.unroll_budget = std::max({design.matrix_unit.rows, design.matrix_unit.cols, design.vector_unit.lanes,
+                                 kernels::kWordBytes, info.weight_channels});
+  if ((design.matrix_unit.rows * design.matrix_unit.cols) % kernels::kWordBytes != 0)
+    throw fpgallm::InputError("design", fmt::format("matrix_unit.rows x cols ({} x {}) must be whole 64-byte words "
+                                                    "for the streaming matrix unit",
+                                                    design.matrix_unit.rows, design.matrix_unit.cols));
   if (design.style != arch::Style::overlay)
     info.notes.push_back(fmt::format(
         "design style \"{}\": emitted as the overlay (one set of units, weights streamed from off-chip memory); "
@@ -233,21 +314,25 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
     info.notes.push_back("the design keeps the KV cache on chip; the emitted kernel keeps it in off-chip memory");
   const arch::Design golden = backend_design(design, &info.notes);
   if (auto p = engine::accel_problems(qm, golden); !p.empty()) throw fpgallm::InputError("design", p.front());
-  info.context = std::min(design.context, c.seq_len);
-  if (options.golden_steps > info.context)
-    throw fpgallm::InputError("golden_steps", fmt::format("more steps than the context ({})", info.context));
+  info.context = std::min(design.context, kernel_config.seq_len);
+  info.golden_context = std::min(info.context, c.seq_len);
+  if (options.golden_steps > info.golden_context)
+    throw fpgallm::InputError("golden_steps", fmt::format("more steps than the context ({})", info.golden_context));
 
-  const Layout layout = lay_out(qm, info.context);
-  const arch::Program program = arch::build_program(c, design, arch::Stage::decode, 0, 1, [&](int layer, model::Linear w) {
+  const Layout layout = lay_out(qm, design, info.weight_channels, info.golden_context);
+  const auto precision = [&](int layer, model::Linear w) {
     const auto& lp = qm.plan.at(layer, w);
     return arch::LinearPrecision{lp.weight == quant::WeightFormat::int4 ? 4 : 8,
                                  lp.weight == quant::WeightFormat::int4 ? qm.plan.group : 0};
-  });
+  };
+  const arch::Program program = arch::build_program(c, design, arch::Stage::decode, 0, 1, precision);
   const std::vector<std::int32_t> words = encode(program, qm, layout);
-  info.instructions = int(program.instructions.size());
-  info.weight_bytes = std::int64_t(layout.weights.size());
-  info.param_floats = std::int64_t(layout.params.size());
-  info.half_scales = std::int64_t(layout.half_scales.size());
+  info.golden_instructions = int(program.instructions.size());
+  info.instructions = int(arch::build_program(kernel_config, design, arch::Stage::decode, 0, 1).instructions.size());
+  info.weight_bytes = layout.weight_bytes;
+  info.channel_words = std::int64_t(layout.channels[0].size());
+  info.scale_words = std::int64_t(layout.row_scales.size());
+  info.param_words = std::int64_t(layout.params.size());
 
   // Golden vectors from the accelerator backend: one layer (tap of the first matmul input
   // after block 0 at position 0), and greedy decode steps from BOS (token 1).
@@ -288,7 +373,7 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
     fs::create_directories(tmp);
     std::vector<std::string>& files = result.files;
     const fs::path kernels = fs::path(fpgallm::source_dir()) / "src" / "kernels";
-    for (const char* k : {"numerics.hpp", "matrix_unit.hpp", "vector_unit.hpp", "attention.hpp"})
+    for (const char* k : {"numerics.hpp", "stream.hpp", "matrix_unit.hpp", "vector_unit.hpp", "attention.hpp"})
       write(tmp, std::string("src/kernels/") + k, read_text(kernels / k), files);
     write(tmp, "src/overlay.hpp", read_text(fs::path(fpgallm::source_dir()) / "src/codegen/templates/overlay.hpp"),
           files);
@@ -302,8 +387,9 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
     write(tmp, "Makefile", makefile(info), files);
     write(tmp, "hls/fpgallm_overlay.tcl", hls_tcl(info), files);
     write(tmp, "README.md", readme(info), files);
-    write(tmp, "data/weights.bin", bytes_of(layout.weights), files);
-    write(tmp, "data/half_scales.bin", bytes_of(layout.half_scales), files);
+    for (int ch = 0; ch < info.weight_channels; ++ch)
+      write(tmp, fmt::format("data/weights_ch{:02d}.bin", ch), bytes_of(layout.channels[std::size_t(ch)]), files);
+    write(tmp, "data/row_scales.bin", bytes_of(layout.row_scales), files);
     write(tmp, "data/params.bin", bytes_of(layout.params), files);
     write(tmp, "data/program.bin", bytes_of(words), files);
     write(tmp, "golden/layer_out.bin", bytes_of(layer_golden), files);
@@ -323,7 +409,8 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
   std::sort(result.files.begin(), result.files.end());
   result.dir = out_dir;
   result.weight_bytes = info.weight_bytes;
-  result.param_floats = info.param_floats;
+  result.param_floats = info.param_words * kernels::kFloatsPerWord;
+  result.weight_channels = info.weight_channels;
   result.instructions = info.instructions;
   result.golden_steps = info.golden_steps;
   result.notes = info.notes;

@@ -21,8 +21,9 @@ struct EmitOptions {
 struct EmitResult {
   std::string dir;                 // the project folder written
   std::vector<std::string> files;  // paths relative to dir, sorted
-  std::int64_t weight_bytes = 0;   // bytes of weights.bin (int8 codes / packed int4)
-  std::int64_t param_floats = 0;   // floats of params.bin (embedding, norms, scales, RoPE)
+  std::int64_t weight_bytes = 0;   // int8 weight codes of all matrices (before padding)
+  std::int64_t param_floats = 0;   // floats of params.bin (embedding, norms, RoPE; rows padded to 16)
+  int weight_channels = 0;         // 512-bit weight bundles (data/weights_chNN.bin)
   int instructions = 0;            // instructions of one decode step
   int golden_steps = 0;
   std::vector<std::string> notes;  // where the project departs from the design (also in README.md)
@@ -41,5 +42,12 @@ arch::Design backend_design(const arch::Design& design, std::vector<std::string>
 // InputError(out_dir, ...) on I/O.
 EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arch::Design& design,
                 const std::string& out_dir, const EmitOptions& options = {});
+// The project of a kernel sized for `kernel_config` (a preset may have no weights): its
+// interfaces, configuration and schedule are those of kernel_config on `design`; data/
+// and golden/ are those of (base, qm), a smaller model that runs on the same kernel (every
+// size within kernel_config's) — `golden_source` says where it comes from (README.md).
+EmitResult emit(const model::Config& kernel_config, const model::Model& base, const quant::QuantModel& qm,
+                const arch::Design& design, const std::string& out_dir, const EmitOptions& options,
+                const std::string& golden_source);
 
 }  // namespace codegen

@@ -11,16 +11,27 @@
 namespace codegen {
 
 struct ProjectInfo {
-  model::Config config;
+  model::Config config;                // the model the kernel is sized for (a preset may have no weights)
+  model::Config golden;                // the model of data/ and golden/ (config itself, or a small
+                                       // synthesized model run on the same design)
   arch::Design design;
   const hw::Device* device = nullptr;  // null when design.device is empty or unknown
-  int context = 0;                     // positions of the KV cache
-  int instructions = 0;                // of one decode step
-  std::int64_t weight_bytes = 0, param_floats = 0, half_scales = 0;
+  int context = 0;                     // positions of the kernel's KV cache
+  int golden_context = 0;              // positions of the testbench's KV cache
+  int instructions = 0;                // of one decode step of `config`
+  int golden_instructions = 0;         // of one decode step of `golden` (data/program.bin)
+  int weight_channels = 1;             // 512-bit weight bundles (design.memory.weight_channels)
+  std::int64_t channel_words = 0;      // words of data/weights_chNN.bin, each channel
+  std::int64_t scale_words = 0;        // FloatWords of data/row_scales.bin
+  std::int64_t param_words = 0;        // FloatWords of data/params.bin
+  std::int64_t weight_bytes = 0;       // int8 codes of all matrices (before padding)
+  int unroll_budget = 64;              // widest unit of the design (checker budget)
+  std::string schedule;                // the schedule table (Markdown), README.md and schedule.md
   int layer_instructions = 0;          // instructions of the one-layer golden test
   int layer_result_buf = 0;            // arch::Buf compared in the one-layer test
   int layer_width = 0;
   std::string layer_consumer;          // the matmul whose input is the one-layer result
+  std::string golden_source;           // where the golden model comes from (README)
   int golden_steps = 0;
   std::vector<std::string> notes;      // departures from the design, listed in README.md
 };
@@ -35,5 +46,7 @@ std::string connectivity(const ProjectInfo& p);
 std::string makefile(const ProjectInfo& p);
 std::string hls_tcl(const ProjectInfo& p);
 std::string readme(const ProjectInfo& p);
+// Names of the weight bundles' ports, "w00", "w01", ...
+std::string weight_port(int channel);
 
 }  // namespace codegen

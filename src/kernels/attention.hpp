@@ -167,6 +167,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
   constexpr int Q = ACFG::max_queries;
   float kblk[B][D], vblk[B][D];
   float m[Q], l[Q], acc[Q][D], s[B];
+  static_assert(D % VCFG::lanes == 0 || VCFG::lanes > D, "the head dimension holds whole lane groups");
 #pragma HLS ARRAY_PARTITION variable=kblk dim=2 cyclic factor=VCFG::lanes
 #pragma HLS ARRAY_PARTITION variable=vblk dim=2 cyclic factor=VCFG::lanes
 #pragma HLS ARRAY_PARTITION variable=acc dim=2 cyclic factor=VCFG::lanes
@@ -206,27 +207,30 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
         const int n = last - p0 + 1 < B ? last - p0 + 1 : B;
         const float* qt = q + static_cast<long>(t) * q_dim + h * head_dim;
         float bmax = -INFINITY;
+        // Scores: one dot product over the head dimension per key (LANES MACs per cycle).
         for (int j = 0; j < B; ++j) {
-#pragma HLS PIPELINE II=1
           if (j >= n) break;
-          s[j] = dot<VCFG>(qt, kblk[j], head_dim) / scale;
+          s[j] = dot<VCFG, D>(qt, kblk[j], head_dim) / scale;
           if (s[j] > bmax) bmax = s[j];
         }
         const float m_new = bmax > m[t] ? bmax : m[t];
         const float corr = exp_table<VCFG::exp_table_bits>(m[t] - m_new);
         l[t] = l[t] * corr;
-        for (int i = 0; i < D; ++i) {
-#pragma HLS UNROLL factor=VCFG::lanes
-          acc[t][i] = acc[t][i] * corr;
-        }
-        for (int j = 0; j < B; ++j) {
+        for (int i = 0; i < D; i += VCFG::lanes) {
 #pragma HLS PIPELINE II=1
+          for (int e = 0; e < VCFG::lanes; ++e)
+            if (i + e < D) acc[t][i + e] = acc[t][i + e] * corr;
+        }
+        // Values: acc += p_j v_j, LANES elements of the head per cycle.
+        for (int j = 0; j < B; ++j) {
           if (j >= n) break;
           const float p = exp_table<VCFG::exp_table_bits>(s[j] - m_new);
           l[t] = l[t] + p;
-          for (int i = 0; i < D; ++i) {
-#pragma HLS UNROLL factor=VCFG::lanes
-            if (i < head_dim) acc[t][i] = acc[t][i] + p * vblk[j][i];
+          for (int i = 0; i < D; i += VCFG::lanes) {
+#pragma HLS PIPELINE II=1
+            if (i >= head_dim) break;
+            for (int e = 0; e < VCFG::lanes; ++e)
+              if (i + e < head_dim) acc[t][i + e] = acc[t][i + e] + p * vblk[j][i + e];
           }
         }
         m[t] = m_new;

@@ -13,6 +13,7 @@
 // edge is zero-padded, so every tile step does the same work and integer results do not
 // depend on the tile shape.
 #include "kernels/numerics.hpp"
+#include "kernels/stream.hpp"
 
 namespace kernels {
 
@@ -303,6 +304,188 @@ void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, cons
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// The streaming matrix-vector unit (decode GEMV), finn-hlslib's MVAU structure: the
+// weights stream from off-chip memory in 512-bit words, in exactly the order the unit
+// consumes them, and the row fold (PE rows) and column fold (SIMD columns) are one
+// flattened loop at II=1. Processes of the DATAFLOW region around it (the emitted top):
+//   read_weight_channel x CHANNELS   one m_axi bundle each, bursts of consecutive words
+//   gather_weight_steps               CHANNELS words per beat -> one PE x SIMD step
+//   matrix_vector_w8a8                the MAC array: y_acc[r] = sum_c W[r][c] x[c]
+//   (store)                           requantize_w8a8 at the unit's output rate
+//
+// Weight stream of a matrix (written by fpgallm emit, codegen/weight_layout): steps in
+// order (row fold nf, column fold sf), a step holding W[nf*PE + pe][sf*SIMD + k] at byte
+// pe*SIMD + k, zero past the matrix edge; the stream is zero-padded to a whole number of
+// gather groups; word w of it lies on channel w % CHANNELS at word w / CHANNELS of that
+// channel's part of the matrix.
+
+// One 512-bit memory word of 64 int8 lanes. A struct of a byte array is a 512-bit
+// aggregate, which Vitis HLS maps to a 512-bit m_axi data port.
+struct PackedWord {
+  i8 lane[64];
+};
+// 16 fp32 values in one 512-bit word (row scales, fp32 parameters).
+struct FloatWord {
+  float value[16];
+};
+constexpr int kWordBytes = 64;
+constexpr int kFloatsPerWord = 16;
+
+// lcm(a, b) for 1 <= a, b <= 4096 (compile time, bounded loop).
+constexpr int lcm_small(int a, int b) {
+  int m = a;
+  for (int k = 1; k <= 4096; ++k) {
+    if ((k * a) % b == 0) {
+      m = k * a;
+      break;
+    }
+  }
+  return m;
+}
+
+// Compile-time shape of the streaming matrix-vector unit.
+//   PE        output rows in parallel (design matrix_unit.rows)
+//   SIMD      input columns per row per cycle (design matrix_unit.cols); PE * SIMD int8
+//             weights (a multiple of 64 bytes) are consumed per cycle
+//   CHANNELS  weight channels of the design (memory.weight_channels): one 512-bit m_axi
+//             bundle each, one word per channel per beat
+//   MAX_ROWS, MAX_COLS  the largest matrix (loop bounds)
+template <int PE, int SIMD, int CHANNELS, int MAX_ROWS, int MAX_COLS>
+struct MatrixVectorConfig {
+  static constexpr int pe = PE;
+  static constexpr int simd = SIMD;
+  static constexpr int channels = CHANNELS;
+  static constexpr int max_rows = MAX_ROWS;
+  static constexpr int max_cols = MAX_COLS;
+  static constexpr int step_words = PE * SIMD / kWordBytes;           // words per PE x SIMD step
+  static constexpr int group_words = lcm_small(step_words, CHANNELS);  // words per gather group
+  static constexpr int group_beats = group_words / CHANNELS;           // beats per group
+  static constexpr int group_steps = group_words / step_words;         // steps per group
+  // The gather reads each channel group_beats times and writes group_steps steps per group.
+  static constexpr int gather_ii = group_beats > group_steps ? group_beats : group_steps;
+  static constexpr int max_row_folds = (MAX_ROWS + PE - 1) / PE;
+  static constexpr int max_col_folds = (MAX_COLS + SIMD - 1) / SIMD;
+  static constexpr int max_steps = max_row_folds * max_col_folds;
+  static constexpr int max_groups = (max_steps + group_steps - 1) / group_steps;
+  static constexpr int max_beats = max_groups * group_beats;
+  static constexpr int padded_cols = max_col_folds * SIMD;  // activation buffer length
+  static constexpr int scale_words = (PE + kFloatsPerWord - 1) / kFloatsPerWord;  // per row fold
+  static_assert(PE >= 1 && SIMD >= 1, "positive unit shape");
+  static_assert((PE * SIMD) % kWordBytes == 0, "PE * SIMD must be whole 512-bit words (a multiple of 64)");
+  static_assert(CHANNELS >= 1 && CHANNELS <= 64, "1 to 64 weight channels");
+  static_assert(group_words % CHANNELS == 0 && group_words % step_words == 0, "gather group");
+  static_assert(MAX_COLS < 133000, "int32 accumulators overflow beyond 133,000 columns");
+};
+
+// PE weights of one step: PE x SIMD int8 codes in step order.
+template <int WORDS>
+struct WeightStep {
+  PackedWord word[WORDS];
+};
+// The PE accumulators of one finished row fold.
+template <int PE>
+struct AccWord {
+  i32 acc[PE];
+};
+
+// Sizes of one matrix on the weight stream (the emitter lays the stream out with the same
+// function).
+struct MatrixWords {
+  int steps;   // row folds x column folds
+  int groups;  // gather groups (steps padded to whole groups)
+  int beats;   // words per channel
+};
+inline MatrixWords stream_words(int pe, int simd, int channels, int rows, int cols) {
+  const int step_words = pe * simd / kWordBytes;
+  const int group_words = lcm_small(step_words, channels);
+  const int group_steps = group_words / step_words;
+  MatrixWords m;
+  m.steps = ((rows + pe - 1) / pe) * ((cols + simd - 1) / simd);
+  m.groups = (m.steps + group_steps - 1) / group_steps;
+  m.beats = m.groups * (group_words / channels);
+  return m;
+}
+template <class CFG>
+inline MatrixWords matrix_words(int rows, int cols) {
+  return stream_words(CFG::pe, CFG::simd, CFG::channels, rows, cols);
+}
+
+// Process: `beats` consecutive words of one channel from word `base` (one burst stream).
+template <class CFG>
+void read_weight_channel(const PackedWord* port, int base, int beats, Fifo<PackedWord>& out) {
+  for (int i = 0; i < CFG::max_beats; ++i) {
+#pragma HLS PIPELINE II=1
+    if (i >= beats) break;
+    out.write(port[base + i]);
+  }
+}
+
+// Process: CHANNELS words per beat in, PE x SIMD steps out (the width converter between
+// the memory beat and the MAC array); writes `steps` steps from `groups` groups.
+template <class CFG>
+void gather_weight_steps(Fifo<PackedWord> in[CFG::channels], Fifo<WeightStep<CFG::step_words>>& out, int groups,
+                         int steps) {
+  for (int g = 0; g < CFG::max_groups; ++g) {
+#pragma HLS PIPELINE II=CFG::gather_ii
+    if (g >= groups) break;
+    PackedWord buf[CFG::group_words];
+#pragma HLS ARRAY_PARTITION variable=buf complete
+    for (int b = 0; b < CFG::group_beats; ++b)
+      for (int c = 0; c < CFG::channels; ++c) buf[b * CFG::channels + c] = in[c].read();
+    for (int s = 0; s < CFG::group_steps; ++s) {
+      WeightStep<CFG::step_words> step;
+      for (int k = 0; k < CFG::step_words; ++k) step.word[k] = buf[s * CFG::step_words + k];
+      if (g * CFG::group_steps + s < steps) out.write(step);
+    }
+  }
+}
+
+// The matrix-vector entry point (the MAC array; also the reference the RTL matrix unit is
+// checked against): for one int8 activation vector x (padded_cols readable codes; the
+// weights past `cols` are zero, so the codes there do not matter), reads the
+// ceil(rows/PE) * ceil(cols/SIMD) weight steps of the matrix and writes one AccWord of
+// exact int32 sums acc[r] = sum_c W[r][c] * x[c] per row fold. One flattened loop over
+// steps at II=1; the accumulators restart at the first column fold of each row fold.
+// `weights` and `out` are any types with hls::stream's read()/write() (kernels::Fifo in
+// the kernel; the accelerator backend reads steps straight from memory).
+template <class CFG, class StepIn, class AccOut>
+void matrix_vector_w8a8(StepIn& weights, const i8 x[CFG::padded_cols], AccOut& out, int rows, int cols) {
+  const int col_folds = (cols + CFG::simd - 1) / CFG::simd;
+  const int steps = ((rows + CFG::pe - 1) / CFG::pe) * col_folds;
+  i32 acc[CFG::pe];
+#pragma HLS ARRAY_PARTITION variable=acc complete
+  int sf = 0;
+  for (int i = 0; i < CFG::max_steps; ++i) {
+#pragma HLS PIPELINE II=1
+    if (i >= steps) break;
+    const WeightStep<CFG::step_words> w = weights.read();
+    for (int pe = 0; pe < CFG::pe; ++pe) {
+      i32 s = 0;  // products of int8 codes (|q| <= 127) fit in 16 bits: one DSP each
+      for (int k = 0; k < CFG::simd; ++k) {
+        const int b = pe * CFG::simd + k;
+        s += static_cast<std::int16_t>(w.word[b / kWordBytes].lane[b % kWordBytes]) *
+             static_cast<std::int16_t>(x[sf * CFG::simd + k]);
+      }
+      acc[pe] = (sf == 0 ? 0 : acc[pe]) + s;
+    }
+    if (sf == col_folds - 1) {
+      AccWord<CFG::pe> o;
+      for (int pe = 0; pe < CFG::pe; ++pe) o.acc[pe] = acc[pe];
+      out.write(o);
+      sf = 0;
+    } else {
+      ++sf;
+    }
+  }
+}
+
+// The W8A8 requantization of docs/quantization.md section 4, one output:
+// y = (float(acc) * s_w) * s_x.
+inline float requantize_w8a8(i32 acc, float w_scale, float x_scale) {
+  return (static_cast<float>(acc) * w_scale) * x_scale;
 }
 
 // Static requantization of int32 accumulators straight to int8 codes for a consumer with

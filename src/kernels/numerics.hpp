@@ -72,9 +72,10 @@ struct Exp2Table {
 //   exp(x) = 2^n * T[i] * (1 + r + r^2/2 + r^3/6),  |r| <= ln2 / 2^(B+1).
 // Inputs below -87 give 0 (the hardware flushes subnormals); inputs above 88 are clamped
 // to 88. tests/kernels bounds the error against double precision (a few ulp).
+// `rom` is the 2^TABLE_BITS-entry table (Exp2Table::value): a unit that computes several
+// exponentials per cycle gives each lane its own ROM.
 template <int TABLE_BITS>
-inline float exp_table(float x) {
-  static constexpr Exp2Table<TABLE_BITS> kTable{};
+inline float exp_rom(float x, const float rom[1 << TABLE_BITS]) {
   constexpr int kSize = 1 << TABLE_BITS;
   constexpr float kLog2eScaled = 1.44269504088896340736f * static_cast<float>(kSize);
   constexpr float kLn2Hi = 0.693359375f;                 // 355/512: n*kLn2Hi is exact
@@ -90,9 +91,17 @@ inline float exp_table(float x) {
   const float nf = static_cast<float>(n), idf = static_cast<float>(idx);
   const float r = ((x - nf * kLn2Hi) - idf * kStepHi) - (nf * kLn2Lo + idf * kStepLo);
   const float poly = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6.0f)));
-  const float mant = kTable.value[idx] * poly;
+  const float mant = rom[idx] * poly;
   // 2^n for n in [-126, 127] built from its exponent field.
   return mant * bits_to_float(static_cast<u32>(n + 127) << 23);
+}
+
+
+// exp(x) with one shared ROM (one exponential per cycle).
+template <int TABLE_BITS>
+inline float exp_table(float x) {
+  static constexpr Exp2Table<TABLE_BITS> kTable{};
+  return exp_rom<TABLE_BITS>(x, kTable.value);
 }
 
 }  // namespace kernels

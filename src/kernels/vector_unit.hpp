@@ -2,11 +2,15 @@
 // The vector unit: LANES elements per cycle through norms, activation quantization,
 // softmax, SiLU/GELU, RoPE, residual adds and argmax, in binary32 (see numerics.hpp).
 //
-// Reductions (sums) are formed the way the hardware forms them: lane l accumulates the
-// elements l, l+LANES, l+2*LANES, ... in order, then the LANES partial sums are combined
-// by a binary tree (pairs (0, LANES/2), (1, LANES/2+1), ..., halving each level). The
-// result therefore depends on LANES, within the bound docs/accelerator.md states and
-// tests/kernels asserts. Maxima and argmax do not depend on LANES.
+// Reductions (sums) are formed the way the hardware forms them at II=1: lane l keeps
+// kAddSlots running sums in a shift register, so that one adder result is needed again
+// only kAddSlots iterations later (a binary32 adder's latency is below that); the register
+// position p of lane l after J iterations holds the elements l + LANES*j with
+// j = J-1-p (mod kAddSlots), in order. The positions of each lane are combined by a binary
+// tree (pairs (p, p + kAddSlots/2), halving each level), then the LANES lane sums by
+// another (pairs (l, l + LANES/2), ...). The result therefore depends on LANES and on n,
+// within the bound docs/accelerator.md states and tests/kernels asserts. Maxima and argmax
+// do not depend on LANES.
 #include <cmath>
 
 #include "kernels/numerics.hpp"
@@ -27,6 +31,11 @@ struct VectorUnitConfig {
   static_assert(EXP_TABLE_BITS >= 4 && EXP_TABLE_BITS <= 12, "exp table address bits in 4..12");
 };
 
+// Running sums per lane (see above): the depth of the shift register, at least the
+// latency of Vitis HLS's binary32 adder at the design clocks (4 to 8 cycles, UG1399
+// "Floating-point" / the fadd core's latency at 300-500 MHz).
+constexpr int kAddSlots = 8;
+
 // Combines the lane partial sums by a binary tree (in place; result in acc[0]).
 template <int LANES>
 inline float tree_sum(float acc[LANES]) {
@@ -40,34 +49,44 @@ inline float tree_sum(float acc[LANES]) {
   return acc[0];
 }
 
-// sum_i term(i) for i < n, lane-partitioned: lane l accumulates term(l), term(l+LANES), ...
-// in order, then tree_sum combines the lanes.
-template <class CFG, class Term>
+// sum_i term(i) for i < n <= MAX_N at LANES elements per cycle, II=1: lane l accumulates
+// term(l), term(l+LANES), ... into kAddSlots rotating partial sums (see above).
+template <class CFG, int MAX_N, class Term>
 inline float lane_reduce(int n, const Term& term) {
-  float acc[CFG::lanes];
-#pragma HLS ARRAY_PARTITION variable=acc complete
-  for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
-  for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
+  float acc[kAddSlots][CFG::lanes];
+#pragma HLS ARRAY_PARTITION variable=acc complete dim=0
+  for (int d = 0; d < kAddSlots; ++d)
+    for (int l = 0; l < CFG::lanes; ++l) acc[d][l] = 0.0f;
+  for (int i = 0; i < MAX_N; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break;
     for (int l = 0; l < CFG::lanes; ++l) {
-#pragma HLS UNROLL
-      if (i + l < n) acc[l] = acc[l] + term(i + l);
+      const float s = i + l < n ? acc[kAddSlots - 1][l] + term(i + l) : acc[kAddSlots - 1][l];
+      for (int d = kAddSlots - 1; d > 0; --d) acc[d][l] = acc[d - 1][l];
+      acc[0][l] = s;
     }
   }
-  return tree_sum<CFG::lanes>(acc);
+  float lane[CFG::lanes];
+#pragma HLS ARRAY_PARTITION variable=lane complete
+  for (int l = 0; l < CFG::lanes; ++l) {
+#pragma HLS UNROLL
+    float slot[kAddSlots];
+    for (int d = 0; d < kAddSlots; ++d) slot[d] = acc[d][l];
+    lane[l] = tree_sum<kAddSlots>(slot);
+  }
+  return tree_sum<CFG::lanes>(lane);
 }
 
-// sum_i a[i] * b[i], lane-partitioned.
-template <class CFG>
+// sum_i a[i] * b[i] for n <= MAX_N (a head vector: MAX_N is the head dimension).
+template <class CFG, int MAX_N = CFG::max_dim>
 inline float dot(const float* a, const float* b, int n) {
-  return lane_reduce<CFG>(n, [&](int i) { return a[i] * b[i]; });
+  return lane_reduce<CFG, MAX_N>(n, [&](int i) { return a[i] * b[i]; });
 }
 
 // sum_i (x[i] - shift)^2, lane-partitioned (shift = 0 for RMSNorm).
 template <class CFG>
 inline float sum_squares(const float* x, float shift, int n) {
-  return lane_reduce<CFG>(n, [&](int i) {
+  return lane_reduce<CFG, CFG::max_dim>(n, [&](int i) {
     const float d = x[i] - shift;
     return d * d;
   });
@@ -76,29 +95,33 @@ inline float sum_squares(const float* x, float shift, int n) {
 // sum_i x[i], lane-partitioned.
 template <class CFG>
 inline float lane_sum(const float* x, int n) {
-  return lane_reduce<CFG>(n, [&](int i) { return x[i]; });
+  return lane_reduce<CFG, CFG::max_dim>(n, [&](int i) { return x[i]; });
 }
 
-// max_i |x[i]| (exact; independent of LANES).
+// max_i |x[i]| (exact; independent of LANES), kAddSlots running maxima per lane as the sums.
 template <class CFG>
 inline float max_abs(const float* x, int n) {
-  float acc[CFG::lanes];
-#pragma HLS ARRAY_PARTITION variable=acc complete
-  for (int l = 0; l < CFG::lanes; ++l) acc[l] = 0.0f;
+  float acc[kAddSlots][CFG::lanes];
+#pragma HLS ARRAY_PARTITION variable=acc complete dim=0
+  for (int d = 0; d < kAddSlots; ++d)
+    for (int l = 0; l < CFG::lanes; ++l) acc[d][l] = 0.0f;
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break;
     for (int l = 0; l < CFG::lanes; ++l) {
-#pragma HLS UNROLL
+      float m = acc[kAddSlots - 1][l];
       if (i + l < n) {
         const float a = std::fabs(x[i + l]);
-        if (a > acc[l]) acc[l] = a;
+        if (a > m) m = a;
       }
+      for (int d = kAddSlots - 1; d > 0; --d) acc[d][l] = acc[d - 1][l];
+      acc[0][l] = m;
     }
   }
   float m = 0.0f;
-  for (int l = 0; l < CFG::lanes; ++l)
-    if (acc[l] > m) m = acc[l];
+  for (int d = 0; d < kAddSlots; ++d)
+    for (int l = 0; l < CFG::lanes; ++l)
+      if (acc[d][l] > m) m = acc[d][l];
   return m;
 }
 
@@ -175,6 +198,8 @@ inline void residual_add(float* x, const float* y, int n) {
 // SwiGLU: gate[i] = (gate[i] * (1 / (1 + exp(-gate[i])))) * up[i]
 template <class CFG>
 inline void swiglu(float* gate, const float* up, int n) {
+  static constexpr Exp2Table<CFG::exp_table_bits> kRom[CFG::lanes] = {};  // one exp ROM per lane
+#pragma HLS ARRAY_PARTITION variable=kRom complete dim=1
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break;
@@ -182,7 +207,7 @@ inline void swiglu(float* gate, const float* up, int n) {
 #pragma HLS UNROLL
       if (i + l < n) {
         float v = gate[i + l];
-        v = v * (1.0f / (1.0f + exp_table<CFG::exp_table_bits>(-v)));
+        v = v * (1.0f / (1.0f + exp_rom<CFG::exp_table_bits>(-v, kRom[l].value)));
         gate[i + l] = v * up[i + l];
       }
     }
@@ -194,6 +219,8 @@ inline void swiglu(float* gate, const float* up, int n) {
 template <class CFG>
 inline void gelu(float* x, int n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  static constexpr Exp2Table<CFG::exp_table_bits> kRom[CFG::lanes] = {};  // one exp ROM per lane
+#pragma HLS ARRAY_PARTITION variable=kRom complete dim=1
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break;
@@ -202,7 +229,7 @@ inline void gelu(float* x, int n) {
       if (i + l < n) {
         const float v = x[i + l];
         const float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
-        const float t = 1.0f - 2.0f / (exp_table<CFG::exp_table_bits>(2.0f * u) + 1.0f);
+        const float t = 1.0f - 2.0f / (exp_rom<CFG::exp_table_bits>(2.0f * u, kRom[l].value) + 1.0f);
         x[i + l] = 0.5f * v * (1.0f + t);
       }
     }
@@ -212,15 +239,21 @@ inline void gelu(float* x, int n) {
 // Rotary embedding of one vector of `n` elements (pairs (2j, 2j+1)), by the cos/sin of
 // its position: cos_sin[2j] = cos(pos * f_j), cos_sin[2j+1] = sin(pos * f_j), a table the
 // host computes once per position and the unit reads from memory (no trigonometry on chip).
+// LANES elements (LANES/2 pairs) per cycle.
 template <class CFG>
 inline void rope(float* vec, const float* cos_sin, int n) {
-  for (int i = 0; i < CFG::max_dim; i += 2) {
+  constexpr int kStep = CFG::lanes < 2 ? 2 : CFG::lanes;
+  for (int i = 0; i < CFG::max_dim; i += kStep) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break;
-    const float fcr = cos_sin[i], fci = cos_sin[i + 1];
-    const float v0 = vec[i], v1 = vec[i + 1];
-    vec[i] = v0 * fcr - v1 * fci;
-    vec[i + 1] = v0 * fci + v1 * fcr;
+    for (int j = 0; j < kStep; j += 2) {
+      if (i + j < n) {
+        const float fcr = cos_sin[i + j], fci = cos_sin[i + j + 1];
+        const float v0 = vec[i + j], v1 = vec[i + j + 1];
+        vec[i + j] = v0 * fcr - v1 * fci;
+        vec[i + j + 1] = v0 * fci + v1 * fcr;
+      }
+    }
   }
 }
 

@@ -37,3 +37,18 @@ void fpgallm_kernels_instantiate_all(float* x, const float* g, kernels::i8* q, c
   kernels::kv_store<A, 32>(c32, x, x, 1, 0, 8);
   kernels::attention<A, 32>(y, x, c32, 1, 0, 8, 8, 0, 8);
 }
+
+namespace {
+using MV = kernels::MatrixVectorConfig<32, 32, 16, 4096, 4096>;
+}  // namespace
+
+void fpgallm_kernels_instantiate_stream(const kernels::PackedWord* w0, const kernels::i8* x, int rows, int cols);
+void fpgallm_kernels_instantiate_stream(const kernels::PackedWord* w0, const kernels::i8* x, int rows, int cols) {
+  const kernels::MatrixWords m = kernels::matrix_words<MV>(rows, cols);
+  kernels::Fifo<kernels::PackedWord> channel[MV::channels];
+  kernels::Fifo<kernels::WeightStep<MV::step_words>> steps;
+  kernels::Fifo<kernels::AccWord<MV::pe>> acc;
+  for (int c = 0; c < MV::channels; ++c) kernels::read_weight_channel<MV>(w0, c * m.beats, m.beats, channel[c]);
+  kernels::gather_weight_steps<MV>(channel, steps, m.groups, m.steps);
+  kernels::matrix_vector_w8a8<MV>(steps, x, acc, rows, cols);
+}
