@@ -1,4 +1,4 @@
-// fpgallm emit MODEL --design design.json [--quant QFILE] -o DIR: the Vitis project.
+// fpgallm emit MODEL|PRESET --design design.json [--quant QFILE] -o DIR: the Vitis project.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -7,6 +7,8 @@
 #include "cli/quant_eval.hpp"
 #include "codegen/codegen.hpp"
 #include "model/model.hpp"
+#include "model/presets.hpp"
+#include "model/synth.hpp"
 #include "quant/quant.hpp"
 #include "util/error.hpp"
 
@@ -18,9 +20,21 @@ struct EmitArgs {
   bool json = false;
 };
 
+void print(const EmitArgs& a, const codegen::EmitResult& r);
+
 void run(const EmitArgs& a) {
-  const model::Model m = model::load(a.model);
+  const model::Model m = model::load_or_preset(a.model);
   const arch::Design d = arch::load(a.design);
+  if (!m.has_weights()) {
+    // A preset: the project's kernel, interfaces and schedule are the preset's; the golden
+    // vectors come from a small synthesized model run on the same kernel and design.
+    if (!a.quant.empty()) throw fpgallm::InputError("--quant", "a preset has no weights to quantize");
+    const model::Model small = model::synthesize(*model::find_preset("stories260k"), 1);
+    const quant::QuantModel sq = quant::quantize_model(small, quant::uniform_plan(small.config, quant::Scheme::w8a8, 32));
+    print(a, codegen::emit(m.config, small, sq, d, a.output, codegen::EmitOptions{a.steps},
+                           "a stories260k-shaped model with synthesized weights (fpgallm synth, seed 1), W8A8"));
+    return;
+  }
   std::unique_ptr<cli::LoadedQuant> q;
   quant::QuantModel uniform;
   const quant::QuantModel* qm = nullptr;
@@ -34,12 +48,17 @@ void run(const EmitArgs& a) {
     uniform = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
     qm = &uniform;
   }
-  const codegen::EmitResult r = codegen::emit(*base, *qm, d, a.output, codegen::EmitOptions{a.steps});
+  print(a, codegen::emit(*base, *qm, d, a.output, codegen::EmitOptions{a.steps}));
+}
+
+void print(const EmitArgs& a, const codegen::EmitResult& r) {
   if (a.json) {
     cli::print_json({{"dir", r.dir},
                      {"files", r.files},
                      {"instructions", r.instructions},
                      {"weight_bytes", r.weight_bytes},
+                     {"weight_channels", r.weight_channels},
+                     {"schedule_cycles", r.schedule_cycles},
                      {"param_floats", r.param_floats},
                      {"golden_steps", r.golden_steps}});
   } else {
@@ -52,7 +71,9 @@ void run(const EmitArgs& a) {
 void setup(CLI::App& root) {
   auto a = std::make_shared<EmitArgs>();
   auto* cmd = root.add_subcommand("emit", "Write the Vitis HLS project of a design (kernel, host, testbench, golden vectors)");
-  cmd->add_option("model", a->model, "Checkpoint: llama2.c .bin, .gguf, or a safetensors folder")->required();
+  cmd->add_option("model", a->model,
+                  "Checkpoint: llama2.c .bin, .gguf, a safetensors folder, or a preset name (golden vectors from "
+                  "a small synthesized model)")->required();
   cmd->add_option("--design", a->design, "design.json (from fpgallm plan)")->required();
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize); default: int8 weights and activations");
   cmd->add_option("-o,--output", a->output, "Project folder to write (replaced if it exists)")->required();

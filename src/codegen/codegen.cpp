@@ -247,6 +247,7 @@ arch::Design backend_design(const arch::Design& design, std::vector<std::string>
     golden.matrix_unit.rows = golden.matrix_unit.cols = 32;
     golden.tiling.tile_rows = 128;
     golden.tiling.tile_cols = 256;
+    golden.buffers.weight_bytes = std::max<std::int64_t>(golden.buffers.weight_bytes, 2 * 128 * 256);
     if (notes)
       notes->push_back(fmt::format(
           "golden vectors computed by the accelerator backend with a 32x32 matrix unit and 128x256 tiles (this "
@@ -360,6 +361,8 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   info.golden_steps = options.golden_steps;
   info.layer_consumer = layer_consumer;
   info.device = design.device.empty() ? nullptr : hw::lookup_device(design.device);
+  const Schedule schedule = decode_schedule(kernel_config, design, info.device, info.context);
+  info.schedule = schedule.table;
 
   const fs::path final_dir(out_dir);
   // Replacing is limited to an earlier emitted project: never delete an unrelated folder.
@@ -387,6 +390,7 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
     write(tmp, "Makefile", makefile(info), files);
     write(tmp, "hls/fpgallm_overlay.tcl", hls_tcl(info), files);
     write(tmp, "README.md", readme(info), files);
+    write(tmp, "schedule.md", "# Schedule of one decode step (fpgallm emit)\n\n" + info.schedule, files);
     for (int ch = 0; ch < info.weight_channels; ++ch)
       write(tmp, fmt::format("data/weights_ch{:02d}.bin", ch), bytes_of(layout.channels[std::size_t(ch)]), files);
     write(tmp, "data/row_scales.bin", bytes_of(layout.row_scales), files);
@@ -411,6 +415,7 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   result.weight_bytes = info.weight_bytes;
   result.param_floats = info.param_words * kernels::kFloatsPerWord;
   result.weight_channels = info.weight_channels;
+  result.schedule_cycles = schedule.cycles;
   result.instructions = info.instructions;
   result.golden_steps = info.golden_steps;
   result.notes = info.notes;

@@ -24,6 +24,7 @@ struct EmitResult {
   std::int64_t weight_bytes = 0;   // int8 weight codes of all matrices (before padding)
   std::int64_t param_floats = 0;   // floats of params.bin (embedding, norms, RoPE; rows padded to 16)
   int weight_channels = 0;         // 512-bit weight bundles (data/weights_chNN.bin)
+  double schedule_cycles = 0;      // one decode step of the kernel's model per schedule.md
   int instructions = 0;            // instructions of one decode step
   int golden_steps = 0;
   std::vector<std::string> notes;  // where the project departs from the design (also in README.md)

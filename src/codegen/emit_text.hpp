@@ -46,6 +46,16 @@ std::string connectivity(const ProjectInfo& p);
 std::string makefile(const ProjectInfo& p);
 std::string hls_tcl(const ProjectInfo& p);
 std::string readme(const ProjectInfo& p);
+
+// The schedule of one decode step of `c` at `context` on `d` (the emitted kernel's loops):
+// a Markdown table and the total cycles. Memory-bound loops take the cycles of their bytes
+// at the channel rate the simulator uses (device bandwidth per channel, capped by a
+// 512-bit port, times perf constant memory_efficiency).
+struct Schedule {
+  std::string table;
+  double cycles = 0;
+};
+Schedule decode_schedule(const model::Config& c, const arch::Design& d, const hw::Device* device, int context);
 // Names of the weight bundles' ports, "w00", "w01", ...
 std::string weight_port(int channel);
 

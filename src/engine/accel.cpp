@@ -108,7 +108,10 @@ struct AccelTransformer::State {
   arch::Design design;
   model::Config c;
   accel::MatrixKernels mk;
+  accel::MatrixVectorKernel mv;
   accel::VectorKernels vk;
+  // int8 weights as the streaming matrix unit reads them (decode), by plan index.
+  std::vector<std::vector<kernels::i8>> steps;
   int kv_bits = 8;
   int max_tokens = 1;  // tokens per program
 
@@ -183,6 +186,15 @@ AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantM
   s.mk = accel::matrix_kernels(design.matrix_unit.rows, design.matrix_unit.cols, design.tiling.tile_rows,
                                design.tiling.tile_cols);
   s.vk = accel::vector_kernels(design.vector_unit.lanes, design.vector_unit.exp_table_bits);
+  s.mv = accel::matrix_vector_kernel(design.matrix_unit.rows, design.matrix_unit.cols);
+  s.steps.resize(qm.plan.layers.size());
+  for (std::size_t i = 0; i < qm.plan.layers.size(); ++i) {
+    const auto& lp = qm.plan.layers[i];
+    const auto& L = qm.linear(lp.layer, lp.which);
+    if (L.format == quant::WeightFormat::int8 && s.mv.w8a8)
+      s.steps[i] = accel::pack_steps(L.int8.q.data(), L.int8.rows, L.int8.cols, design.matrix_unit.rows,
+                                     design.matrix_unit.cols);
+  }
   s.kv_bits = accel_kv_bits(design);
   s.max_tokens = std::min(design.tiling.prefill_block, accel::kMaxTokens);
 
@@ -209,7 +221,9 @@ AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantM
   auto set = [&](Buf which, int w) {
     s.width[int(which)] = w;
     s.buf[int(which)].assign(std::size_t(s.max_tokens) * w, 0.0f);
-    s.codes[int(which)].assign(std::size_t(s.max_tokens) * w, 0);
+    // The matrix units read whole SIMD words: codes past the width are readable (and
+    // multiply zero weights).
+    s.codes[int(which)].assign(std::size_t(s.max_tokens) * w + 64, 0);
     s.scales[int(which)].assign(std::size_t(s.max_tokens), 0.0f);
   };
   set(Buf::x, c.dim);
@@ -445,19 +459,35 @@ void AccelTransformer::State::matmul(const arch::Instruction& in) {
   // Row blocks of whole tiles run as independent calls (as several compute units would):
   // rows do not interact, so the split does not change any bit.
   const int tile = design.tiling.tile_rows;
-  const int row_tiles = (in.rows + tile - 1) / tile;
-  const bool parallel = std::int64_t(in.rows) * in.cols > 32768 && row_tiles > 1;
+  const auto& packed = steps[quant::Plan::index(c.n_layers, in.layer, in.linear)];
+  if (in.tokens == 1 && lp.weight == quant::WeightFormat::int8 && !packed.empty()) {
+    // Decode: the streaming matrix unit, row folds of one tile per call.
+    const int pe = design.matrix_unit.rows;
+    const int folds = (in.rows + pe - 1) / pe, chunk = std::max(1, tile / pe);
+    const int chunks = (folds + chunk - 1) / chunk;
+    const bool par = std::int64_t(in.rows) * in.cols > 32768 && chunks > 1;
+#pragma omp parallel for schedule(static) if (par)
+    for (int k = 0; k < chunks; ++k) {
+      const int f0 = k * chunk, r0 = f0 * pe, rows = std::min(in.rows, (f0 + chunk) * pe) - r0;
+      mv.w8a8(packed.data(), f0, x, L.int8.scale.data() + r0, xs[0], y + r0, acc ? acc + r0 : nullptr, rows,
+              in.cols);
+    }
+  } else {
+    // Prefill blocks and int4: the tiled kernel.
+    const int row_tiles = (in.rows + tile - 1) / tile;
+    const bool parallel = std::int64_t(in.rows) * in.cols > 32768 && row_tiles > 1;
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int rt = 0; rt < row_tiles; ++rt) {
-    const int r0 = rt * tile, rows = std::min(tile, in.rows - r0);
-    if (lp.weight == quant::WeightFormat::int8) {
-      mk.w8a8(L.int8.q.data() + std::size_t(r0) * in.cols, L.int8.scale.data() + r0, x, xs, y + r0,
-              acc ? acc + r0 : nullptr, in.tokens, rows, in.cols, y_stride);
-    } else {
-      const auto& m = L.int4;
-      mk.w4a8(m.packed.data() + std::size_t(r0) * std::size_t(m.row_bytes()),
-              m.scale.data() + std::size_t(r0) * std::size_t(m.groups()), m.group, x, xs, y + r0, in.tokens, rows,
-              in.cols, y_stride);
+    for (int rt = 0; rt < row_tiles; ++rt) {
+      const int r0 = rt * tile, rows = std::min(tile, in.rows - r0);
+      if (lp.weight == quant::WeightFormat::int8) {
+        mk.w8a8(L.int8.q.data() + std::size_t(r0) * in.cols, L.int8.scale.data() + r0, x, xs, y + r0,
+                acc ? acc + r0 : nullptr, in.tokens, rows, in.cols, y_stride);
+      } else {
+        const auto& m = L.int4;
+        mk.w4a8(m.packed.data() + std::size_t(r0) * std::size_t(m.row_bytes()),
+                m.scale.data() + std::size_t(r0) * std::size_t(m.groups()), m.group, x, xs, y + r0, in.tokens, rows,
+                in.cols, y_stride);
+      }
     }
   }
   if (partial_sums) {

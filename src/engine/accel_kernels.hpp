@@ -4,6 +4,7 @@
 // instantiated (accel_kernels_*.cpp) and looked up here. A design outside the set is
 // reported by accel_design_problems() (engine/accel.hpp).
 #include <cstdint>
+#include <vector>
 
 #include "kernels/attention.hpp"
 
@@ -23,6 +24,16 @@ inline constexpr int kMaxHeads = 256;
 inline constexpr int kUnitSizes[] = {8, 16, 32, 64};        // matrix_unit.rows, .cols; vector_unit.lanes
 inline constexpr int kTileShapes[][2] = {{64, 128}, {128, 256}, {256, 512}};  // (tile_rows, tile_cols)
 inline constexpr int kExpTableBits[] = {6, 8, 10};
+
+// The streaming matrix unit (kernels::matrix_vector_w8a8) on one token: the weights of a
+// matrix as PE x SIMD steps in read order (pack_steps), the row folds [first_fold,
+// first_fold + ceil(rows/PE)) of it; y[r] = (float(acc[r]) * w_scale[r]) * x_scale for
+// r < rows, and acc_out[r] = acc[r] when acc_out is not null. x holds ceil(cols/SIMD)*SIMD
+// readable codes.
+struct MatrixVectorKernel {
+  void (*w8a8)(const kernels::i8* steps, int first_fold, const kernels::i8* x, const float* w_scale, float x_scale,
+               float* y, kernels::i32* acc_out, int rows, int cols) = nullptr;
+};
 
 struct MatrixKernels {
   void (*w8a8)(const kernels::i8* w, const float* w_scale, const kernels::i8* x, const float* x_scale, float* y,
@@ -54,6 +65,11 @@ struct VectorKernels {
 
 // Null members when the shape is not instantiated.
 MatrixKernels matrix_kernels(int pe, int simd, int tile_rows, int tile_cols);
+MatrixVectorKernel matrix_vector_kernel(int pe, int simd);
+// An int8 matrix [rows][cols] as the streaming matrix unit reads it: for each row fold, for
+// each column fold, the PE x SIMD block row by row, zero past the edge (the layout fpgallm
+// emit writes to the weight channels, without the channel striping).
+std::vector<kernels::i8> pack_steps(const kernels::i8* w, int rows, int cols, int pe, int simd);
 VectorKernels vector_kernels(int lanes, int exp_table_bits);
 
 }  // namespace engine::accel

@@ -414,8 +414,9 @@ inline MatrixWords matrix_words(int rows, int cols) {
 }
 
 // Process: `beats` consecutive words of one channel from word `base` (one burst stream).
-template <class CFG>
-void read_weight_channel(const PackedWord* port, int base, int beats, Fifo<PackedWord>& out) {
+// (`out`, and the streams below: kernels::Fifo<T, DEPTH> of any depth.)
+template <class CFG, class WordOut>
+void read_weight_channel(const PackedWord* port, int base, int beats, WordOut& out) {
   for (int i = 0; i < CFG::max_beats; ++i) {
 #pragma HLS PIPELINE II=1
     if (i >= beats) break;
@@ -425,9 +426,8 @@ void read_weight_channel(const PackedWord* port, int base, int beats, Fifo<Packe
 
 // Process: CHANNELS words per beat in, PE x SIMD steps out (the width converter between
 // the memory beat and the MAC array); writes `steps` steps from `groups` groups.
-template <class CFG>
-void gather_weight_steps(Fifo<PackedWord> in[CFG::channels], Fifo<WeightStep<CFG::step_words>>& out, int groups,
-                         int steps) {
+template <class CFG, class WordIn, class StepOut>
+void gather_weight_steps(WordIn in[CFG::channels], StepOut& out, int groups, int steps) {
   for (int g = 0; g < CFG::max_groups; ++g) {
 #pragma HLS PIPELINE II=CFG::gather_ii
     if (g >= groups) break;
@@ -461,7 +461,7 @@ void matrix_vector_w8a8(StepIn& weights, const i8 x[CFG::padded_cols], AccOut& o
   for (int i = 0; i < CFG::max_steps; ++i) {
 #pragma HLS PIPELINE II=1
     if (i >= steps) break;
-    const WeightStep<CFG::step_words> w = weights.read();
+    const WeightStep<CFG::step_words>& w = weights.read();
     for (int pe = 0; pe < CFG::pe; ++pe) {
       i32 s = 0;  // products of int8 codes (|q| <= 127) fit in 16 bits: one DSP each
       for (int k = 0; k < CFG::simd; ++k) {

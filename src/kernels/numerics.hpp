@@ -46,6 +46,18 @@ inline i8 saturate_round_i8(float v) {
 // 2^(i / 2^TABLE_BITS) for i in [0, 2^TABLE_BITS), rounded to binary32: the exp ROM.
 // Built at compile time in double precision from a Taylor series (exact to well below
 // binary32's half ulp), so the table is part of the source, not of a run-time library.
+// Entry i of the 2^bits-entry table, in double then rounded once to binary32.
+constexpr float exp2_entry(int i, int size) {
+  constexpr double kLn2 = 0.69314718055994530942;
+  const double y = kLn2 * static_cast<double>(i) / static_cast<double>(size);  // in [0, ln 2)
+  double term = 1.0, sum = 1.0;
+  for (int k = 1; k < 30; ++k) {
+    term *= y / static_cast<double>(k);
+    sum += term;
+  }
+  return static_cast<float>(sum);
+}
+
 template <int TABLE_BITS>
 struct Exp2Table {
   static_assert(TABLE_BITS >= 4 && TABLE_BITS <= 12, "exp table address bits in 4..12");
@@ -53,15 +65,20 @@ struct Exp2Table {
   float value[kSize];
 
   constexpr Exp2Table() : value() {
-    constexpr double kLn2 = 0.69314718055994530942;
+    for (int i = 0; i < kSize; ++i) value[i] = exp2_entry(i, kSize);
+  }
+};
+
+// COPIES identical exp ROMs, one per lane of a vector loop (each entry computed once).
+template <int TABLE_BITS, int COPIES>
+struct Exp2Roms {
+  static constexpr int kSize = 1 << TABLE_BITS;
+  float value[COPIES][kSize];
+
+  constexpr Exp2Roms() : value() {
     for (int i = 0; i < kSize; ++i) {
-      const double y = kLn2 * static_cast<double>(i) / static_cast<double>(kSize);  // in [0, ln 2)
-      double term = 1.0, sum = 1.0;
-      for (int k = 1; k < 30; ++k) {
-        term *= y / static_cast<double>(k);
-        sum += term;
-      }
-      value[i] = static_cast<float>(sum);
+      const float v = exp2_entry(i, kSize);
+      for (int c = 0; c < COPIES; ++c) value[c][i] = v;
     }
   }
 };

@@ -3,14 +3,14 @@
 // softmax, SiLU/GELU, RoPE, residual adds and argmax, in binary32 (see numerics.hpp).
 //
 // Reductions (sums) are formed the way the hardware forms them at II=1: lane l keeps
-// kAddSlots running sums in a shift register, so that one adder result is needed again
-// only kAddSlots iterations later (a binary32 adder's latency is below that); the register
-// position p of lane l after J iterations holds the elements l + LANES*j with
-// j = J-1-p (mod kAddSlots), in order. The positions of each lane are combined by a binary
-// tree (pairs (p, p + kAddSlots/2), halving each level), then the LANES lane sums by
-// another (pairs (l, l + LANES/2), ...). The result therefore depends on LANES and on n,
-// within the bound docs/accelerator.md states and tests/kernels asserts. Maxima and argmax
-// do not depend on LANES.
+// kAddSlots running sums used in turn (iteration j adds to slot j mod kAddSlots), so that
+// an adder result is needed again only kAddSlots iterations later, more than a binary32
+// adder's latency. Slot s of lane l holds the elements l + LANES*j, j = s mod kAddSlots,
+// summed in order. The slots of each lane are combined by a binary tree (pairs
+// (s, s + kAddSlots/2), halving each level), then the LANES lane sums by another (pairs
+// (l, l + LANES/2), ...). The result therefore depends on LANES, within the bound
+// docs/accelerator.md states and tests/kernels asserts. Maxima and argmax do not depend
+// on LANES.
 #include <cmath>
 
 #include "kernels/numerics.hpp"
@@ -50,29 +50,29 @@ inline float tree_sum(float acc[LANES]) {
 }
 
 // sum_i term(i) for i < n <= MAX_N at LANES elements per cycle, II=1: lane l accumulates
-// term(l), term(l+LANES), ... into kAddSlots rotating partial sums (see above).
+// term(l), term(l+LANES), ... into kAddSlots partial sums used in turn (see above).
 template <class CFG, int MAX_N, class Term>
 inline float lane_reduce(int n, const Term& term) {
   float acc[kAddSlots][CFG::lanes];
 #pragma HLS ARRAY_PARTITION variable=acc complete dim=0
   for (int d = 0; d < kAddSlots; ++d)
     for (int l = 0; l < CFG::lanes; ++l) acc[d][l] = 0.0f;
+  int slot = 0;
   for (int i = 0; i < MAX_N; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
+#pragma HLS DEPENDENCE variable=acc inter distance=kAddSlots true
     if (i >= n) break;
-    for (int l = 0; l < CFG::lanes; ++l) {
-      const float s = i + l < n ? acc[kAddSlots - 1][l] + term(i + l) : acc[kAddSlots - 1][l];
-      for (int d = kAddSlots - 1; d > 0; --d) acc[d][l] = acc[d - 1][l];
-      acc[0][l] = s;
-    }
+    for (int l = 0; l < CFG::lanes; ++l)
+      if (i + l < n) acc[slot][l] = acc[slot][l] + term(i + l);
+    slot = slot == kAddSlots - 1 ? 0 : slot + 1;
   }
   float lane[CFG::lanes];
 #pragma HLS ARRAY_PARTITION variable=lane complete
   for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
-    float slot[kAddSlots];
-    for (int d = 0; d < kAddSlots; ++d) slot[d] = acc[d][l];
-    lane[l] = tree_sum<kAddSlots>(slot);
+    float slots[kAddSlots];
+    for (int d = 0; d < kAddSlots; ++d) slots[d] = acc[d][l];
+    lane[l] = tree_sum<kAddSlots>(slots);
   }
   return tree_sum<CFG::lanes>(lane);
 }
@@ -98,25 +98,26 @@ inline float lane_sum(const float* x, int n) {
   return lane_reduce<CFG, CFG::max_dim>(n, [&](int i) { return x[i]; });
 }
 
-// max_i |x[i]| (exact; independent of LANES), kAddSlots running maxima per lane as the sums.
+// max_i |x[i]| (exact; independent of LANES), with kAddSlots running maxima per lane used
+// in turn as the sums are.
 template <class CFG>
 inline float max_abs(const float* x, int n) {
   float acc[kAddSlots][CFG::lanes];
 #pragma HLS ARRAY_PARTITION variable=acc complete dim=0
   for (int d = 0; d < kAddSlots; ++d)
     for (int l = 0; l < CFG::lanes; ++l) acc[d][l] = 0.0f;
+  int slot = 0;
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
+#pragma HLS DEPENDENCE variable=acc inter distance=kAddSlots true
     if (i >= n) break;
     for (int l = 0; l < CFG::lanes; ++l) {
-      float m = acc[kAddSlots - 1][l];
       if (i + l < n) {
         const float a = std::fabs(x[i + l]);
-        if (a > m) m = a;
+        if (a > acc[slot][l]) acc[slot][l] = a;
       }
-      for (int d = kAddSlots - 1; d > 0; --d) acc[d][l] = acc[d - 1][l];
-      acc[0][l] = m;
     }
+    slot = slot == kAddSlots - 1 ? 0 : slot + 1;
   }
   float m = 0.0f;
   for (int d = 0; d < kAddSlots; ++d)
@@ -198,8 +199,8 @@ inline void residual_add(float* x, const float* y, int n) {
 // SwiGLU: gate[i] = (gate[i] * (1 / (1 + exp(-gate[i])))) * up[i]
 template <class CFG>
 inline void swiglu(float* gate, const float* up, int n) {
-  static constexpr Exp2Table<CFG::exp_table_bits> kRom[CFG::lanes] = {};  // one exp ROM per lane
-#pragma HLS ARRAY_PARTITION variable=kRom complete dim=1
+  static constexpr Exp2Roms<CFG::exp_table_bits, CFG::lanes> kRom{};  // one exp ROM per lane
+#pragma HLS ARRAY_PARTITION variable=kRom.value complete dim=1
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break;
@@ -207,7 +208,7 @@ inline void swiglu(float* gate, const float* up, int n) {
 #pragma HLS UNROLL
       if (i + l < n) {
         float v = gate[i + l];
-        v = v * (1.0f / (1.0f + exp_rom<CFG::exp_table_bits>(-v, kRom[l].value)));
+        v = v * (1.0f / (1.0f + exp_rom<CFG::exp_table_bits>(-v, kRom.value[l])));
         gate[i + l] = v * up[i + l];
       }
     }
@@ -219,8 +220,8 @@ inline void swiglu(float* gate, const float* up, int n) {
 template <class CFG>
 inline void gelu(float* x, int n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  static constexpr Exp2Table<CFG::exp_table_bits> kRom[CFG::lanes] = {};  // one exp ROM per lane
-#pragma HLS ARRAY_PARTITION variable=kRom complete dim=1
+  static constexpr Exp2Roms<CFG::exp_table_bits, CFG::lanes> kRom{};  // one exp ROM per lane
+#pragma HLS ARRAY_PARTITION variable=kRom.value complete dim=1
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break;
@@ -229,7 +230,7 @@ inline void gelu(float* x, int n) {
       if (i + l < n) {
         const float v = x[i + l];
         const float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
-        const float t = 1.0f - 2.0f / (exp_rom<CFG::exp_table_bits>(2.0f * u, kRom[l].value) + 1.0f);
+        const float t = 1.0f - 2.0f / (exp_rom<CFG::exp_table_bits>(2.0f * u, kRom.value[l]) + 1.0f);
         x[i + l] = 0.5f * v * (1.0f + t);
       }
     }

@@ -348,7 +348,12 @@ class Lowering {
         const std::int64_t tile_c = std::min(tc, cols - c * tc);
         const std::int64_t payload = tile_r * tile_c * ins.weight_bits / 8;
         Cycles cycles = double(ins.tokens) * ceil_div(tile_r, mu.rows) * ceil_div(tile_c, mu.cols) * mu.ii;
-        if (!ideal_) {
+        if (ins.tokens == 1) {
+          // Decode runs the streaming matrix unit (kernels::matrix_vector_w8a8): one
+          // flattened loop over every step of the matrix fills its pipeline once, and the
+          // store process requantizes each row fold while the next is multiplied.
+          if (first) cycles += mu.pipeline_depth;
+        } else if (!ideal_) {
           cycles += mu.pipeline_depth;
           // After the last column tile of a row block the kernel's store stage
           // requantizes the finished rows, one per cycle (kernels/matrix_unit.hpp).

@@ -103,6 +103,17 @@ void rope_heads(float q[CFG::q_dim], float k[CFG::kv_dim], const float cos_sin[C
   }
 }
 
+// The KV cache of one layer: CFG::context positions of kv_heads x head_dim elements, one
+// scale per (position, head).
+template <class CFG>
+kernels::KvCache<CFG::kv_bits> layer_cache(typename CFG::kv_elem* kv_k, typename CFG::kv_elem* kv_v, float* kv_k_scale,
+                                           float* kv_v_scale, int layer, int kv_heads, int head_dim) {
+  const long elems = long(CFG::context) * kv_heads * head_dim, scales = long(CFG::context) * kv_heads;
+  const kernels::KvCache<CFG::kv_bits> c = {kv_k + layer * elems, kv_v + layer * elems, kv_k_scale + layer * scales,
+                                            kv_v_scale + layer * scales, kv_heads * head_dim, kv_heads};
+  return c;
+}
+
 // n floats of an on-chip array to the result port.
 template <class CFG>
 void write_result(const float src[], int n, float* result) {
