@@ -453,6 +453,10 @@ void gather_weight_steps(WordIn in[CFG::channels], StepOut& out, int groups, int
 // the kernel; the accelerator backend reads steps straight from memory).
 template <class CFG, class StepIn, class AccOut>
 void matrix_vector_w8a8(StepIn& weights, const i8 x[CFG::padded_cols], AccOut& out, int rows, int cols) {
+  // A row's SIMD weights lie in one word (SIMD <= 64, which divides 64) or fill SIMD/64 words.
+  constexpr int kChunk = CFG::simd < kWordBytes ? CFG::simd : kWordBytes;
+  constexpr int kChunks = CFG::simd / kChunk;
+  static_assert(kWordBytes % kChunk == 0 && CFG::simd % kChunk == 0, "SIMD: a divisor or a multiple of 64");
   const int col_folds = (cols + CFG::simd - 1) / CFG::simd;
   const int steps = ((rows + CFG::pe - 1) / CFG::pe) * col_folds;
   i32 acc[CFG::pe];
@@ -464,10 +468,13 @@ void matrix_vector_w8a8(StepIn& weights, const i8 x[CFG::padded_cols], AccOut& o
     const WeightStep<CFG::step_words>& w = weights.read();
     for (int pe = 0; pe < CFG::pe; ++pe) {
       i32 s = 0;  // products of int8 codes (|q| <= 127) fit in 16 bits: one DSP each
-      for (int k = 0; k < CFG::simd; ++k) {
-        const int b = pe * CFG::simd + k;
-        s += static_cast<std::int16_t>(w.word[b / kWordBytes].lane[b % kWordBytes]) *
-             static_cast<std::int16_t>(x[sf * CFG::simd + k]);
+      // Row pe's SIMD weights: kChunks runs of kChunk consecutive lanes of one word.
+      for (int c = 0; c < kChunks; ++c) {
+        const PackedWord& word = w.word[(pe * CFG::simd) / kWordBytes + c];
+        const int lane0 = (pe * CFG::simd) % kWordBytes;
+        for (int k = 0; k < kChunk; ++k)
+          s += static_cast<std::int16_t>(word.lane[lane0 + k]) *
+               static_cast<std::int16_t>(x[sf * CFG::simd + c * kChunk + k]);
       }
       acc[pe] = (sf == 0 ? 0 : acc[pe]) + s;
     }
