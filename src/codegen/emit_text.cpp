@@ -265,8 +265,8 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
 #pragma HLS INTERFACE m_axi port=result offset=slave bundle=gmem_host depth=@MAXWIDTH@
 @WEIGHTPRAGMAS@#pragma HLS INTERFACE m_axi port=row_scales offset=slave bundle=gmem_scales max_read_burst_length=@BURSTBEATS@ depth=@SCALEWORDS@
 #pragma HLS INTERFACE m_axi port=params offset=slave bundle=gmem_params max_read_burst_length=@BURSTBEATS@ depth=@PARAMWORDS@
-#pragma HLS INTERFACE m_axi port=kv_k offset=slave bundle=gmem_kv_k
-#pragma HLS INTERFACE m_axi port=kv_v offset=slave bundle=gmem_kv_v
+#pragma HLS INTERFACE m_axi port=kv_k offset=slave bundle=gmem_kv_k max_widen_bitwidth=512
+#pragma HLS INTERFACE m_axi port=kv_v offset=slave bundle=gmem_kv_v max_widen_bitwidth=512
 #pragma HLS INTERFACE m_axi port=kv_k_scale offset=slave bundle=gmem_kv_k_scale
 #pragma HLS INTERFACE m_axi port=kv_v_scale offset=slave bundle=gmem_kv_v_scale
 #pragma HLS INTERFACE s_axilite port=return
@@ -887,8 +887,10 @@ passes @CLOCKHZ@ Hz to v++).
   the schedule.
 - `make run` on hw_emu or hardware: every logit bit-exact with golden/decode_logits.bin.
 
-Limits: decode only (one token per call); prefill runs token by token. The KV bundles move
-one element per beat (their width is the element's).
+Limits: decode only (one token per call); prefill runs token by token. The KV bundles are
+declared with the element's width and `max_widen_bitwidth=512`: the lanes-wide key and value
+loads need Vitis's automatic port widening (csynth's interface report shows whether it
+happened); attention runs on the vector unit, one key per dot product.
 )CPP",
               v);
 }
@@ -997,9 +999,9 @@ Schedule decode_schedule(const model::Config& c, const arch::Design& d, const hw
       }
       case arch::Op::attention: {
         const std::int64_t keys = in.context, blocks = ceil_div(keys, 64);
-        const double load = double(keys) * hd, dot = double(keys) * double(ceil_div(hd, lanes));
-        add("attention: load K, V block (one element per cycle)", hd, 1, "-", keys * in.heads, load * in.heads,
-            "element-wide KV bundles");
+        const double dot = double(keys) * double(ceil_div(hd, lanes)), load = dot;
+        add("attention: load K, V of one key (lanes elements per beat)", ceil_div(hd, lanes), 1, "-", keys * in.heads,
+            load * in.heads, "KV bundles widened to 512 bits by Vitis (max_widen_bitwidth)");
         add("attention: dot (scores)", ceil_div(hd, lanes), 1, "-", keys * in.heads, dot * in.heads);
         add("attention: rescale acc", ceil_div(hd, lanes), 1, "-", blocks * in.heads,
             double(blocks * ceil_div(hd, lanes)) * in.heads);

@@ -192,11 +192,17 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
         if (p0 + j > last_key) break;
         const long row = static_cast<long>(p0 + j) * cache.kv_dim + kvh * head_dim;
         const long srow = detail::kv_scale_index<KV_BITS>(p0 + j, cache.kv_heads, kvh);
-        for (int i = 0; i < D; ++i) {
+        // LANES consecutive elements of a key and of a value per cycle (one wide beat of
+        // each KV bundle: the top declares them with max_widen_bitwidth=512).
+        for (int i = 0; i < D; i += VCFG::lanes) {
 #pragma HLS PIPELINE II=1
           if (i >= head_dim) break;
-          kblk[j][i] = detail::kv_read(cache.k + row, cache.k_scale + srow, i);
-          vblk[j][i] = detail::kv_read(cache.v + row, cache.v_scale + srow, i);
+          for (int e = 0; e < VCFG::lanes; ++e) {
+            if (i + e < head_dim) {
+              kblk[j][i + e] = detail::kv_read(cache.k + row, cache.k_scale + srow, i + e);
+              vblk[j][i + e] = detail::kv_read(cache.v + row, cache.v_scale + srow, i + e);
+            }
+          }
         }
       }
       // Compute stage: every query of the step against this block.
