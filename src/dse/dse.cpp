@@ -133,8 +133,14 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
                                     graph::to_string(prec)));
     return r;
   }
-  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) {
-    r.why_not.push_back("no off-chip memory bandwidth figure for " + dev.id + " in data/devices.json");
+  // A card without the figures a plan needs gets one line naming the figure.
+  const char* missing = nullptr;
+  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) missing = "off-chip memory bandwidth";
+  else if (!dev.memory.front().capacity_gb.has()) missing = "off-chip memory capacity";
+  else if (!dev.kernel_clock_mhz.has()) missing = "kernel clock";
+  else if (!dev.usable().lut.has() || !dev.usable().dsp.has() || !dev.usable().bram36.has()) missing = "fabric resources (LUT/DSP/BRAM)";
+  if (missing) {
+    r.why_not.push_back(fmt::format("{}: no {} figure in data/devices.json", dev.id, missing));
     return r;
   }
   const int weight_bits = prec.weight_bits <= 4 ? 4 : 8;
@@ -142,7 +148,8 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   r.method.push_back(fmt::format("1. bit widths from the scheme {}: {}-bit weights, 8-bit activations, {}-bit KV cache",
                                  graph::to_string(prec), weight_bits, kv_bits));
 
-  const double clock_mhz = std::min(dev.kernel_clock_mhz.or_else(300.0), dev.max_clock_mhz.or_else(1000.0));
+  // The clock the device family closes at (data/devices.json kernel_clock_mhz, cited there).
+  const double clock_mhz = std::min(*dev.kernel_clock_mhz, dev.max_clock_mhz.or_else(1000.0));
   const auto& pool = dev.memory.front();
   const int channels = pool.channels.has() ? std::max(1, int(*pool.channels)) : 1;
   const double weight_bytes = w.decode.model_weight_bytes();
@@ -152,6 +159,9 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   // 2. Bandwidth decides the useful MAC count: weights per cycle delivered x reuse.
   arch::Design probe;
   probe.clock_mhz = clock_mhz;
+  probe.memory.weight_channels = std::min(channels, 64);
+  probe.memory.kv_channels = 0;
+  probe.memory.activation_channels = 0;
   const double bw = perf::usable_bandwidth(probe, dev);
   const double reuse = std::min<double>(req.scenario.batch, 64);
   const double weights_per_cycle = bw / (clock_mhz * 1e6) * 8.0 / weight_bits;
@@ -173,10 +183,11 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
       shapes.emplace_back(rows, cols);
     }
   if (shapes.empty()) shapes = {{8, 32}, {16, 64}, {32, 64}};
-  r.method.push_back(fmt::format("3. matrix units from {} to {} MACs, tiles matched to {} x 512-bit ports; clock {:.0f} MHz "
-                                 "(derated 15% above 75% of any resource ceiling)",
+  r.method.push_back(fmt::format("3. matrix units from {} to {} MACs, tiles matched to {} x 512-bit ports; clock {:.0f} MHz, "
+                                 "what the device family closes at ({}), derated 15% above 75% of any resource ceiling",
                                  shapes.front().first * shapes.front().second,
-                                 shapes.back().first * shapes.back().second, channels, clock_mhz));
+                                 shapes.back().first * shapes.back().second, channels, clock_mhz,
+                                 dev.kernel_clock_mhz.source));
 
   const std::string residency = (resident ? fmt::format("4. weights ({:.2f} MB) fit on chip ({:.1f} MB usable): dataflow design with "
                                             "weights resident, no weight traffic",
