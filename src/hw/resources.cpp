@@ -123,6 +123,7 @@ constexpr double kFinnLutScale = 1.1;     // FINN lut_estimation c1
 constexpr int kRequantScaleBits = 16;     // fixed-point scale multiplier width
 constexpr double kRequantDsp = 2;         // 32 x 16-bit product does not fit one 27 x 18 (or 27 x 24) multiplier
 constexpr double kLaneDsp = 1;            // one fixed-point multiplier per vector lane
+constexpr double kFp16MacDsp = 3;         // fp16 multiply (1) + add (2), PG060 full DSP usage
 constexpr double kLaneLut = 400;          // adder, max/compare, shifter and muxes of one 32-bit lane
 constexpr double kLaneFf = 300;
 constexpr double kSpecialFnLut = 1500;    // shared reciprocal / inverse square root (iterative, fixed point)
@@ -183,6 +184,10 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
       const double per = dev.int8_macs_per_dsp.or_else(1);
       r.dsp = std::ceil(R / per) * C;
       packing = fmt::format("ceil(R/{:g}) x C: {:g} int8 MACs sharing the activation per DSP48E2 (WP486; FINN mvu_8sx8u)", per, per);
+    } else if (W == 16 && A == 16) {
+      r.dsp = double(R) * C * kFp16MacDsp;
+      packing = "R x C x 3: an fp16 multiplier (1 DSP) and adder (2 DSP) per MAC at full DSP usage (AMD PG060 "
+                "Floating-Point Operator resource tables) [recalled]";
     } else {
       r.dsp = double(R) * C * std::ceil((W + A) / 48.0);
       packing = "R x C x ceil((W+A)/48): one multiplier per MAC (FINN dsp_estimation)";
@@ -215,11 +220,11 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     const int L = d.vector_unit.lanes;
     const double table_bits = std::pow(2.0, d.vector_unit.exp_table_bits) * 16;  // 16-bit entries
     Resources r;
-    r.dsp = kLaneDsp * L + kSpecialFnDsp;
+    r.dsp = (A >= 16 ? kFp16MacDsp : kLaneDsp) * L + kSpecialFnDsp;
     r.lut = L * (kLaneLut + std::ceil(table_bits / 64.0)) + kSpecialFnLut;  // exp table in LUTRAM, 64 bits per LUT
     r.ff = L * kLaneFf + kSpecialFnFf;
     add("vector unit", r,
-        fmt::format("{} lanes x (1 DSP, 400 LUT, 300 FF, exp table of 2^{} x 16 bit in LUTRAM) + shared "
+        fmt::format("{} lanes x (1 DSP, 3 for fp16 activations, 400 LUT, 300 FF, exp table of 2^{} x 16 bit in LUTRAM) + shared "
                     "reciprocal/rsqrt (4 DSP, 1500 LUT, 1500 FF) [assumption]",
                     L, d.vector_unit.exp_table_bits));
   }

@@ -37,7 +37,6 @@ std::vector<std::pair<std::string, const Constant*>> Constants::named() const {
   return {{"memory_efficiency", &memory_efficiency},
           {"issue_cycles", &issue_cycles},
           {"dma_setup_cycles", &dma_setup_cycles},
-          {"tile_dma_cycles", &tile_dma_cycles},
           {"cu_barrier_cycles", &cu_barrier_cycles},
           {"vector_pipeline_cycles", &vector_pipeline_cycles},
           {"host_transfer_s", &host_transfer_s},

@@ -47,7 +47,6 @@ struct Constants {
   Constant memory_efficiency;       // achieved / peak off-chip bandwidth for long bursts
   Constant issue_cycles;            // instruction fetch, decode, dispatch and the dependency barrier at its end
   Constant dma_setup_cycles;        // DMA descriptor set-up per memory channel an instruction streams from
-  Constant tile_dma_cycles;         // issue interval of one weight-tile transfer (a floor on small tiles)
   Constant cu_barrier_cycles;       // compute units of one card meeting after each instruction (SLR crossing)
   Constant vector_pipeline_cycles;  // fill of the vector unit's pipeline (norm, softmax, exp, RoPE)
   Constant host_transfer_s;         // latency of one PCIe DMA transfer (token in, logits out)

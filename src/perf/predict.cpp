@@ -211,6 +211,8 @@ struct FpgaContext {
   double bw_weights = 0, bw_kv = 0, bw_act = 0, bw_pool = 0;  // bytes/s after efficiency
   double latency_weights = 0, latency_kv = 0;                  // first access of a burst, s
   double host_flops = 0, host_bytes_per_s = 0;                 // the CPU of design.host_ops
+  double kv_scale = 1;                                         // design.kv_bits / the workload's KV width
+  int heads = 1;                                               // attention heads x sequences of the phase
   Link link = {};
   const std::vector<Transfer>* transfers = nullptr;  // of the phase being predicted
 };
@@ -242,9 +244,14 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
   o.kind = op.kind;
   o.layer = op.layer;
   const int n = x.tensor ? x.cards : 1;
-  const double passes = std::ceil(double(std::max(tokens, 1)) / d.tiling.prefill_block);
+  double passes = std::ceil(double(std::max(tokens, 1)) / d.tiling.prefill_block);
+  // Without fused attention the overlay issues score, softmax and value once per head (each
+  // head's K/V is its own matrix): the heads of this card, shared by its compute units.
+  const bool attention = op.kind == graph::OpKind::attention_score || op.kind == graph::OpKind::softmax ||
+                         op.kind == graph::OpKind::attention_value;
+  if (attention && !d.fuse_attention) passes *= std::ceil(std::ceil(double(x.heads) / n) / cu);
   const double density = has_weights(op.kind) ? d.weights.density() : 1.0;
-  double compute_cycles = 0, weight_bytes = 0, kv_bytes = op.kv_bytes, act_bytes = 0, share = 1;
+  double compute_cycles = 0, weight_bytes = 0, kv_bytes = op.kv_bytes * x.kv_scale, act_bytes = 0, share = 1;
   if (is_matrix(op.kind)) {
     std::int64_t rows = op.n, cols = op.k, batch = op.batch;
     if (x.tensor) {
@@ -268,13 +275,13 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
       const double fetches = std::ceil(double(op.m) / d.tiling.prefill_block);
       weight_bytes = stored_weight_bytes(d, op) * share * fetches;
     }
-    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * share;
+    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * x.kv_scale * share;
   } else {
     double elements = double(op.m) * op.n * op.batch;
     if (x.tensor && op.kind == graph::OpKind::softmax) elements = std::ceil(elements / n);
     compute_cycles = vector_passes(op.kind) * std::ceil(elements / (double(d.vector_unit.lanes) * cu));
     if (op.kind == graph::OpKind::embedding && !x.place.weights_on_chip) weight_bytes = op.weight_bytes;
-    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes;
+    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * x.kv_scale;
   }
   if (op.activation_bytes * share > double(d.buffers.activation_bytes)) act_bytes = op.activation_bytes * share;
   o.compute_s = compute_cycles / x.f;
@@ -283,13 +290,6 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
   if (kv_bytes > 0) memory = std::max(memory, kv_bytes / x.bw_kv);
   if (act_bytes > 0) memory = std::max(memory, act_bytes / x.bw_act);
   memory = std::max(memory, (weight_bytes + kv_bytes + act_bytes) / x.bw_pool);
-  // Each weight tile is one DMA transfer: its descriptor is issued tile_dma_cycles after the
-  // previous one, so small tiles cannot stream faster than that.
-  if (weight_bytes > 0) {
-    const double tiles = std::ceil(double(op.n) * share / d.tiling.tile_rows) * std::ceil(double(op.k) / d.tiling.tile_cols) *
-                         std::ceil(double(op.m) / d.tiling.prefill_block) * op.batch;
-    memory = std::max(memory, tiles * x.c.tile_dma_cycles.value / x.f);
-  }
   o.memory_s = memory;
   o.offchip_bytes = weight_bytes + kv_bytes + act_bytes;
   o.flops = op.flops * share * density;
@@ -378,7 +378,9 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   p.weight_bytes = w.decode.model_weight_bytes();
   for (const auto& op : w.decode.ops)
     if (has_weights(op.kind)) p.weight_bytes += stored_weight_bytes(d, op) - op.weight_bytes;
-  p.kv_bytes = w.decode.kv_cache_bytes(w.scenario.context);
+  // The KV cache at the design's width (2, 4, 8 or 16 bits), whatever the workload's scheme.
+  const double kv_scale = double(d.kv_bits) / w.decode.precision.kv_bits;
+  p.kv_bytes = w.decode.kv_cache_bytes(w.scenario.context) * kv_scale;
   for (const auto& m : dev.memory) p.capacity_bytes += pool_bytes(m) * p.cards;
   const Placement pl = place(d, dev, p.weight_bytes, p.kv_bytes, p.cards, c);
   p.fits_memory = pl.fits;
@@ -387,6 +389,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   const double f = d.clock_mhz * 1e6;
   FpgaContext x{d, dev, c, pl, f, p.cards, d.parallel.split == arch::Split::tensor, false};
   x.link = card_link(dev, c);
+  x.kv_scale = kv_scale;
   const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * d.matrix_unit.weight_bits / 8;
   x.double_buffered = pl.weights_on_chip || d.buffers.weight_bytes >= 2 * tile_bytes;
   const double eta = c.memory_efficiency.value;
@@ -426,6 +429,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
       if (op.kind == graph::OpKind::classifier) logits_tokens = int(op.m);
     transfers = card_transfers(wl.config, d.parallel, tokens, logits_tokens, dynamic_scale);
     x.transfers = &transfers;
+    x.heads = wl.config.n_heads * wl.shape.batch;
     for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
     for (const Transfer& t : transfers)
       if (t.linear.empty()) {  // pipeline hand-offs: one after the other, on the token's path

@@ -38,6 +38,7 @@ TEST(Bounds, NoFpgaPredictionExceedsItsPortsOrMacArray) {
     const auto& pool = dev.memory.front();
     ASSERT_TRUE(pool.bandwidth_gbps.has() && dev.kernel_clock_mhz.has()) << dev.id;
     for (const auto& preset : model::presets()) {
+      if (!preset.config.causal()) continue;  // encoders have no decode phase
       perf::Scenario s;
       s.prompt = 32;
       s.context = 256;
@@ -75,6 +76,7 @@ TEST(Bounds, NoGpuPredictionExceedsItsDatasheet) {
     ASSERT_GT(peak, 0) << dev.id;
     for (const auto& preset : model::presets())
       for (perf::GpuStack stack : perf::gpu_stacks()) {
+        if (!preset.config.causal()) continue;
         perf::Scenario s;
         s.prompt = 64;
         const auto w = perf::lower(preset.config, graph::parse_scheme("fp16"), s);
