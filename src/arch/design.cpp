@@ -89,6 +89,7 @@ std::vector<std::string> Design::kernel_gaps() const {
   need(memory.port_bits == 512, fmt::format("memory.port_bits: {} (the kernels' m_axi ports are 512 bits)", memory.port_bits));
   need(compute_units == 1, fmt::format("compute_units: {} (the kernels build one compute unit)", compute_units));
   need(host_ops.empty(), "host_ops: the accelerator backend runs every operator on the fabric");
+  need(!host_launch_per_layer, "host_launch_per_layer: the accelerator backend runs the whole model from one instruction list");
   return p;
 }
 
@@ -179,13 +180,14 @@ void to_json(json& j, const Design& d) {
            {"weights", {{"bits", d.weights.bits}, {"group_size", d.weights.group_size},
                         {"sparse_n", d.weights.sparse_n}, {"sparse_m", d.weights.sparse_m}}},
            {"compute_units", d.compute_units},
-           {"host_ops", d.host_ops}};
+           {"host_ops", d.host_ops},
+           {"host_launch_per_layer", d.host_launch_per_layer}};
 }
 
 void from_json(const json& j, Design& d) {
   check_keys(j, "design", {"name", "device", "style", "phase", "clock_mhz", "matrix_unit", "vector_unit", "tiling",
                            "buffers", "memory", "parallel", "batch", "context", "kv_bits", "fuse_norm_matmul",
-                           "fuse_attention", "weight_sparsity", "weights", "compute_units", "host_ops", "predicted",
+                           "fuse_attention", "weight_sparsity", "weights", "compute_units", "host_ops", "host_launch_per_layer", "predicted",
                            "assumptions", "model", "quant"});
   get(j, "name", d.name, "design");
   get(j, "device", d.device, "design");
@@ -254,6 +256,7 @@ void from_json(const json& j, Design& d) {
   }
   get(j, "compute_units", d.compute_units, "design");
   get(j, "host_ops", d.host_ops, "design");
+  get(j, "host_launch_per_layer", d.host_launch_per_layer, "design");
 }
 
 Design load(const std::string& path) {

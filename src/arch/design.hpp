@@ -97,6 +97,9 @@ struct Design {
   // Operators left on the host or embedded CPU (graph::OpKind names: "classifier",
   // "embedding", "norm", "softmax"); their inputs and outputs cross to the host.
   std::vector<std::string> host_ops;
+  // The host starts the accelerator once per layer (a fused block invoked with each layer's
+  // weights, StreamTensor) instead of the card running the model from its instruction list.
+  bool host_launch_per_layer = false;
 
   // Every field in range and the combination implementable by the kernels; returns the
   // problems found, empty when valid. Messages name the field: "matrix_unit.rows: ...".

@@ -40,6 +40,7 @@ std::vector<std::pair<std::string, const Constant*>> Constants::named() const {
           {"cu_barrier_cycles", &cu_barrier_cycles},
           {"vector_pipeline_cycles", &vector_pipeline_cycles},
           {"host_transfer_s", &host_transfer_s},
+          {"kernel_launch_s", &kernel_launch_s},
           {"link_hop_s", &link_hop_s},
           {"link_gbps_default", &link_gbps_default},
           {"pcie_gbps_default", &pcie_gbps_default},

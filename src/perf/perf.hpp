@@ -50,6 +50,7 @@ struct Constants {
   Constant cu_barrier_cycles;       // compute units of one card meeting after each instruction (SLR crossing)
   Constant vector_pipeline_cycles;  // fill of the vector unit's pipeline (norm, softmax, exp, RoPE)
   Constant host_transfer_s;         // latency of one PCIe DMA transfer (token in, logits out)
+  Constant kernel_launch_s;         // one host-side kernel start and completion (design.host_launch_per_layer)
   Constant link_hop_s;              // latency of one card-to-card hop
   Constant link_gbps_default;       // card-to-card bandwidth when the device has no figure
   Constant pcie_gbps_default;       // PCIe bandwidth when the device has no figure

@@ -439,6 +439,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
       }
     x.transfers = nullptr;
     ph.host_s = host_seconds(wl, dev, c, classifier_on_host);
+    if (d.host_launch_per_layer) ph.host_s += wl.config.n_layers * c.kernel_launch_s.value;
     ph.seconds += ph.host_s;
     if (x.tensor) {
       ph.flops *= p.cards;
@@ -517,6 +518,8 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     p.assumptions.push_back({"amortization_years", c.amortization_years.value, "years", c.amortization_years.source});
     p.assumptions.push_back({"electricity", c.electricity_usd_per_kwh.value, "USD/kWh", c.electricity_usd_per_kwh.source});
   }
+  if (d.host_launch_per_layer)
+    p.assumptions.push_back({"kernel_launch_s", c.kernel_launch_s.value, "s per layer per phase", c.kernel_launch_s.source});
   if (d.compute_units > 1)
     p.assumptions.push_back({"compute_units", double(d.compute_units), "per card",
                              "design.compute_units: matmuls split by output rows, attention by heads, vector work by "

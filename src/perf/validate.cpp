@@ -379,8 +379,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
             predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) { return predict(d, *fpga_dev, w); });
         ValidationRow row{line, source, "fpga", fpga_dev->id, *model_name, published->scheme, metric->name, metric->unit,
                           cards, req.batch, req.prompt, req.generate, *measured, predicted,
-                          (predicted - *measured) / *measured};
-        row.kernel_gaps = d.kernel_gaps();
+                          (predicted - *measured) / *measured, {}, d.kernel_gaps()};
         fpga_errors.push_back(row.error);
         v.rows.push_back(row);
       } catch (const std::exception& e) {
@@ -460,8 +459,8 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
           return p;
         });
         ValidationRow row{line, source, "gpu", gpu->id, *model_name, *scheme, metric->name, metric->unit, cards,
-                          req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured};
-        row.stack = std::string(to_string(stack)) + (named ? "" : " (none named: eager assumed)");
+                          req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured,
+                          std::string(to_string(stack)) + (named ? "" : " (none named: eager assumed)"), {}};
         gpu_errors.push_back(row.error);
         v.rows.push_back(row);
       } catch (const std::exception& e) {

@@ -115,10 +115,10 @@ TEST(Devices, EveryListedCardHasTheFiguresAPredictionNeeds) {
     ASSERT_NE(d, nullptr) << id;
     EXPECT_EQ(d->kind, hw::Kind::fpga) << id;
     ASSERT_FALSE(d->memory.empty()) << id;
+    const hw::Fabric usable = d->usable();
     for (const hw::Figure* f : {&d->memory.front().bandwidth_gbps, &d->memory.front().capacity_gb,
-                                &d->memory.front().channels, &d->kernel_clock_mhz, &d->usable().lut, &d->usable().ff,
-                                &d->usable().dsp, &d->usable().bram36, &d->int8_macs_per_dsp, &d->onchip_mb, &d->tdp_w,
-                                &d->pcie_gbps}) {
+                                &d->memory.front().channels, &d->kernel_clock_mhz, &usable.lut, &usable.ff, &usable.dsp,
+                                &usable.bram36, &d->int8_macs_per_dsp, &d->onchip_mb, &d->tdp_w, &d->pcie_gbps}) {
       EXPECT_TRUE(f->has()) << id;
       EXPECT_FALSE(f->source.empty()) << id;
     }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
 #include "hw/device.hpp"
 #include "model/presets.hpp"
@@ -254,10 +255,21 @@ TEST(Perf, ValidationMedianErrorWithinBound) {
   for (const auto& r : v.rows) (r.kind == "fpga" ? fpga : gpu)++;
   EXPECT_GE(fpga, 20);
   EXPECT_GE(gpu, 10);
-  EXPECT_LE(v.median_abs_error_fpga, 0.25);
-  EXPECT_LE(v.median_abs_error_gpu, 0.25);
+  EXPECT_LE(v.median_abs_error_fpga, 0.12);
+  EXPECT_LE(v.median_abs_error_gpu, 0.10);
   EXPECT_FALSE(v.skipped.empty());
   for (const auto& s : v.skipped) EXPECT_FALSE(s.reason.empty());
+  // Every row beyond 40% is explained in the docs, under its line number.
+  std::ifstream doc(testing_support::source_path("docs/performance-model.md"));
+  const std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  const auto section = text.find("### Rows beyond 40%");
+  ASSERT_NE(section, std::string::npos);
+  const std::string explained = text.substr(section, text.find("\n## ", section) - section);
+  for (const auto& r : v.rows) {
+    if (std::fabs(r.error) <= 0.4) continue;
+    EXPECT_NE(explained.find("line " + std::to_string(r.line) + " (" + r.kind), std::string::npos)
+        << "line " << r.line << " " << r.kind << " " << r.source_id << ": " << 100 * r.error << "% not explained";
+  }
 }
 
 // Design format: what published accelerators build, charged as the hardware does.
@@ -375,8 +387,10 @@ TEST(Validate, NeverAbortsOnOneRowAndReadsNoBoundAsAMeasurement) {
   for (const auto& r : v.rows) {
     EXPECT_EQ(r.source_id, "good");
     (r.kind == "fpga" ? fpga : gpu)++;
-    if (r.kind == "gpu") EXPECT_EQ(r.stack, "graphs");
-    if (r.kind == "gpu") EXPECT_EQ(r.precision, "fp16");
+    if (r.kind == "gpu") {
+      EXPECT_EQ(r.stack, "graphs");
+      EXPECT_EQ(r.precision, "fp16");
+    }
   }
   EXPECT_EQ(fpga, 1);
   EXPECT_EQ(gpu, 1);
