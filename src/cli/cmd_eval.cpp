@@ -48,11 +48,11 @@ void setup(CLI::App& root) {
   auto* cmd = root.add_subcommand("eval", "Perplexity of a model on a text file (one story per line)");
   cmd->add_option("model", a->model, "Checkpoint")->required();
   cmd->add_option("--text", a->text, "Text file, one story per line")->required();
-  cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin");
+  cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
   cmd->add_option("--backend", a->backend, "ref: the fp32 engine (simulated quantization with --quant); accel: the "
                                           "accelerator's HLS kernels in C simulation (needs --quant)")
       ->check(CLI::IsMember({"ref", "accel"}));
-  cmd->add_option("--design", a->design, "design.json of the accelerator for --backend accel (default: arch::Design{})");
+  cmd->add_option("--design", a->design, cli::design_help());
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
   cmd->add_option("--schemes", a->schemes, "Compare schemes (fp32,w8a8,w8a8-static,w8a8-smooth,w4a16,w4a8,mixed) "
                                            "calibrated on the first half of --text, on its held-out half")

@@ -63,6 +63,9 @@ void run(const RunArgs& a) {
     cli::print_json(j);
   } else {
     std::printf("\n");
+    if (a.steps > m.config.seq_len && g.tokens.size() >= std::size_t(m.config.seq_len))
+      std::fprintf(stderr, "run: stopped at the model's context length, %d positions (-n %d asked for more)\n",
+                   m.config.seq_len, a.steps);
     std::fprintf(stderr, "achieved tok/s: %f\n", tps);
   }
 }
@@ -71,16 +74,16 @@ void setup(CLI::App& root) {
   auto a = std::make_shared<RunArgs>();
   auto* cmd = root.add_subcommand("run", "Generate text from a model (llama2.c-compatible sampling)");
   cmd->add_option("model", a->model, "Checkpoint: llama2.c .bin, .gguf, or a safetensors folder")->required();
-  cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin (default: the model's own, or tokenizer.bin beside it)");
+  cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
   cmd->add_option("-i,--prompt", a->prompt, "Prompt text");
-  cmd->add_option("-n,--steps", a->steps, "Positions to run, prompt included (0 = the model's context)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--temperature", a->temperature, "0 = greedy")->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("-p,--topp", a->topp, "Nucleus sampling threshold (1 = off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("-n,--steps", a->steps, "Positions to run, prompt included (0 = the model's context; generation stops at the model's context)")->check(cli::kNonNegative);
+  cmd->add_option("-t,--temperature", a->temperature, "0 = greedy")->check(cli::between(0.0, 100.0));
+  cmd->add_option("-p,--topp", a->topp, "Nucleus sampling threshold (1 = off)")->check(cli::between(0.0, 1.0));
   cmd->add_option("-s,--seed", a->seed, "Random seed (0 = from the clock)");
   cmd->add_option("--backend", a->backend, "ref: the fp32 engine (simulated quantization with --quant); accel: the "
                                           "accelerator's HLS kernels in C simulation (needs --quant)")
       ->check(CLI::IsMember({"ref", "accel"}));
-  cmd->add_option("--design", a->design, "design.json of the accelerator for --backend accel (default: arch::Design{})");
+  cmd->add_option("--design", a->design, cli::design_help());
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run(*a); });

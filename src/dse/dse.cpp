@@ -42,9 +42,21 @@ double score(const perf::Prediction& p, Objective o) {
   return worst;
 }
 
+bool scorable(const perf::Prediction& p, Objective o) { return std::isfinite(score(p, o)); }
+
+bool better(const Candidate& a, const Candidate& b, Objective o) {
+  const double sa = score(a.prediction, o), sb = score(b.prediction, o);
+  if (sa != sb) return sa > sb;
+  if (!std::isfinite(sa) && a.prediction.decode_tokens_per_s != b.prediction.decode_tokens_per_s)
+    return a.prediction.decode_tokens_per_s > b.prediction.decode_tokens_per_s;
+  return a.binding_fraction < b.binding_fraction;
+}
+
 namespace {
 
 constexpr double kGB = 1e9;
+
+double design_price_usd(const hw::Device& dev, int cards) { return dev.price_usd.has() ? *dev.price_usd * cards : 0; }
 
 std::int64_t pow2_ceil(double v) {
   std::int64_t p = 1;
@@ -103,6 +115,7 @@ DeviceResult explore_gpu(const hw::Device& dev, const Request& req, Objective ob
       c.design.device = dev.id;
       c.design.parallel.cards = cards;
       c.prediction = perf::predict_gpu(dev, w, cards, perf::GpuStack::graphs);
+      c.price_usd = design_price_usd(dev, cards);
       ++r.evaluated;
       r.ranked.push_back(c);
     } catch (const fpgallm::InputError& e) {
@@ -247,6 +260,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
             Candidate c;
             c.design = d;
             c.prediction = perf::predict(d, dev, w);
+            c.price_usd = design_price_usd(dev, cards);
             if (!c.prediction.fits_memory) {
               ++r.rejected_memory;
               if (r.rejected_memory == 1) r.why_not.push_back(c.prediction.placement);
@@ -260,11 +274,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
           }
     }
   }
-  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
-    const double sa = score(a.prediction, obj), sb = score(b.prediction, obj);
-    if (sa != sb) return sa > sb;
-    return a.binding_fraction < b.binding_fraction;  // equal figures: the smaller design
-  });
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
   r.pareto = pareto_front(all);
   if (all.size() > 24) all.resize(24);
   r.ranked = std::move(all);
@@ -311,7 +321,7 @@ Exploration combine(std::vector<DeviceResult> results, const Request& req, Objec
   std::stable_sort(e.devices.begin(), e.devices.end(), [&](const DeviceResult& a, const DeviceResult& b) {
     if (a.fits() != b.fits()) return a.fits();
     if (!a.fits()) return false;
-    return score(a.best().prediction, obj) > score(b.best().prediction, obj);
+    return better(a.best(), b.best(), obj);
   });
 
   // Advice in plain words.
@@ -333,25 +343,35 @@ Exploration combine(std::vector<DeviceResult> results, const Request& req, Objec
                                      "reaches {:.0f} tokens/s",
                                      r.device, weights / 1e6, best.prediction.decode_tokens_per_s));
   }
-  // Bandwidth-bound at batch 1: a cheaper card may reach the same tokens/s.
+  // Bandwidth-bound at batch 1: a cheaper design may reach the same tokens/s. Prices are
+  // those of every card each design needs.
+  auto cards_price = [](const Candidate& c) {
+    return c.prediction.cards > 1 ? fmt::format("${:.0f} ({} cards)", c.price_usd, c.prediction.cards)
+                                  : fmt::format("${:.0f}", c.price_usd);
+  };
   for (const auto& r : e.devices) {
     if (!r.fits() || r.kind != hw::Kind::fpga || req.scenario.batch != 1) continue;
     const auto& p = r.best().prediction;
-    if (p.decode.memory_s < 0.5 * p.decode.seconds) continue;
-    const hw::Device* dev = hw::lookup_device(r.device);
-    if (!dev || !dev->price_usd.has()) continue;
+    if (p.decode.memory_s < 0.5 * p.decode.seconds || r.best().price_usd <= 0) continue;
     for (const auto& other : e.devices) {
       if (&other == &r || !other.fits() || other.kind != hw::Kind::fpga) continue;
-      const hw::Device* od = hw::lookup_device(other.device);
-      if (!od || !od->price_usd.has() || *od->price_usd >= *dev->price_usd) continue;
-      if (other.best().prediction.decode_tokens_per_s >= 0.9 * p.decode_tokens_per_s) {
+      const Candidate& o = other.best();
+      if (o.price_usd <= 0 || o.price_usd >= r.best().price_usd) continue;
+      if (o.prediction.decode_tokens_per_s >= 0.9 * p.decode_tokens_per_s) {
         e.advice.push_back(fmt::format("{} is bandwidth-bound at batch 1 ({:.0f} tokens/s); {} reaches {:.0f} tokens/s for "
-                                       "${:.0f} instead of ${:.0f}",
-                                       r.device, p.decode_tokens_per_s, other.device,
-                                       other.best().prediction.decode_tokens_per_s, *od->price_usd, *dev->price_usd));
+                                       "{} instead of {}",
+                                       r.device, p.decode_tokens_per_s, other.device, o.prediction.decode_tokens_per_s,
+                                       cards_price(o), cards_price(r.best())));
         break;
       }
     }
+  }
+  // Figures the objective needs and a device lacks: said once, never ranked as 0.
+  for (const auto& r : e.devices) {
+    if (!r.fits() || scorable(r.best().prediction, obj)) continue;
+    e.advice.push_back(fmt::format("{}: {} unknown (no figure in data/devices.json), so it is not ranked by {}: its designs "
+                                   "are ranked by decode tokens/s and listed after those with the figure",
+                                   r.device, obj == Objective::usd_per_mtoken ? "cost per token" : "power", to_string(obj)));
   }
   // Best FPGA against best GPU.
   const DeviceResult *fpga = nullptr, *gpu = nullptr;
@@ -360,17 +380,25 @@ Exploration combine(std::vector<DeviceResult> results, const Request& req, Objec
     if (r.kind == hw::Kind::fpga && !fpga) fpga = &r;
     if (r.kind == hw::Kind::gpu && !gpu) gpu = &r;
   }
+  auto energy = [](const perf::Prediction& p) {
+    return p.joules_per_token > 0 ? fmt::format("{:.3g} J/token", p.joules_per_token) : std::string("J/token unknown");
+  };
+  auto on = [](const DeviceResult& r) {
+    const int cards = r.best().prediction.cards;
+    return cards > 1 ? fmt::format("{} x{}", r.device, cards) : r.device;
+  };
   if (fpga && gpu)
-    e.advice.push_back(fmt::format("by {}: best FPGA {} ({:.1f} tokens/s, {:.3g} J/token), best GPU {} ({:.1f} tokens/s, "
-                                   "{:.3g} J/token, CUDA-graph serving stack)",
-                                   to_string(obj), fpga->device, fpga->best().prediction.decode_tokens_per_s,
-                                   fpga->best().prediction.joules_per_token, gpu->device,
-                                   gpu->best().prediction.decode_tokens_per_s, gpu->best().prediction.joules_per_token));
+    e.advice.push_back(fmt::format("by {}: best FPGA {} ({:.1f} tokens/s, {}), best GPU {} ({:.1f} tokens/s, {}, "
+                                   "CUDA-graph serving stack)",
+                                   to_string(obj), on(*fpga), fpga->best().prediction.decode_tokens_per_s,
+                                   energy(fpga->best().prediction), on(*gpu), gpu->best().prediction.decode_tokens_per_s,
+                                   energy(gpu->best().prediction)));
   return e;
 }
 
 void to_json(nlohmann::json& j, const Candidate& c) {
   j = {{"design", c.design}, {"prediction", perf::summary_json(c.prediction)}, {"binding_resource", c.binding}};
+  j["price_usd"] = c.price_usd > 0 ? nlohmann::json(c.price_usd) : nlohmann::json(nullptr);
 }
 
 void to_json(nlohmann::json& j, const DeviceResult& r) {

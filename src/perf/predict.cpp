@@ -264,6 +264,8 @@ void check_bounds(const Prediction& p, const std::vector<const PhaseTime*>& phas
     }
 }
 
+// One card's cost per hour: its cloud price, else its price amortized plus the electricity
+// of `watts` (that card's power).
 double hourly_usd(const hw::Device& dev, double watts, const Constants& c) {
   if (dev.cloud_usd_per_hour.has()) return *dev.cloud_usd_per_hour;
   if (!dev.price_usd.has()) return 0;
@@ -383,7 +385,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     p.notes.push_back(std::string("no power estimate: ") + e.what());
   }
   if (p.watts > 0) p.joules_per_token = p.watts * p.decode_step_s / w.scenario.batch;
-  const double hourly = hourly_usd(dev, p.watts, c) * p.cards;
+  const double hourly = hourly_usd(dev, p.watts / p.cards, c) * p.cards;  // per card, times the cards
   if (hourly > 0) p.usd_per_mtoken = hourly / (p.decode_tokens_per_s * 3600) * 1e6;
 
   p.assumptions = {
@@ -503,7 +505,7 @@ Prediction predict_gpu(const hw::Device& dev, const Workloads& w, int cards, Gpu
     p.notes.push_back(std::string("no power estimate: ") + e.what());
   }
   if (p.watts > 0) p.joules_per_token = p.watts * p.decode_step_s / w.scenario.batch;
-  const double hourly = hourly_usd(dev, p.watts, c) * cards;
+  const double hourly = hourly_usd(dev, p.watts / cards, c) * cards;  // per card, times the cards
   if (hourly > 0) p.usd_per_mtoken = hourly / (p.decode_tokens_per_s * 3600) * 1e6;
   p.assumptions = {
       {"gpu_bandwidth_efficiency", c.gpu_bandwidth_efficiency.value, "fraction", c.gpu_bandwidth_efficiency.source},
