@@ -1,4 +1,6 @@
 #include <chrono>
+
+#include <fmt/format.h>
 #include <cstdio>
 #include <ctime>
 
@@ -63,9 +65,14 @@ void run(const RunArgs& a) {
     cli::print_json(j);
   } else {
     std::printf("\n");
-    if (a.steps > m.config.seq_len && g.tokens.size() >= std::size_t(m.config.seq_len))
-      std::fprintf(stderr, "run: stopped at the model's context length, %d positions (-n %d asked for more)\n",
-                   m.config.seq_len, a.steps);
+    if (a.steps > m.config.seq_len) {
+      const bool story_ended = g.tokens.back() == model::Tokenizer::kBos;
+      std::fprintf(stderr, "run: -n %d is more than the model's context length, %d positions: generation stops there%s\n",
+                   a.steps, m.config.seq_len,
+                   story_ended ? fmt::format(" (this one ended earlier, at position {}, where the model began a new "
+                                             "story)", g.tokens.size() - 1).c_str()
+                               : " (it did)");
+    }
     std::fprintf(stderr, "achieved tok/s: %f\n", tps);
   }
 }
