@@ -89,7 +89,7 @@ void quantize(const QuantizeArgs& a) {
     nlohmann::json sj = *r.sensitivity;
     fpgallm::write_file_atomic(a.sensitivity_json, sj.dump(2) + "\n");
   }
-  if (met) quant::save_gguf(r.qm, a.out);
+  if (met) quant::save_gguf(r.qm, a.out, &tok);
 
   const auto bytes = r.qm.linear_weight_bytes();
   if (a.json) {

@@ -9,6 +9,7 @@
 #include "engine/generate.hpp"
 #include "model/model.hpp"
 #include "mpi/dist.hpp"
+#include "quant/quant.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -31,11 +32,13 @@ void run(const RunArgs& a) {
   std::unique_ptr<cli::AccelBackend> accel;
   std::unique_ptr<cli::LoadedQuant> q;
   std::unique_ptr<engine::Transformer> plain;
+  // A file from `fpgallm quantize` on its own runs as the quantized model it describes.
+  const std::string qfile = a.quant.empty() && quant::is_quantized_gguf(a.model) ? a.model : a.quant;
   if (a.backend == "accel") {
-    accel = cli::make_accel(m, a.quant, a.design);
+    accel = cli::make_accel(m, qfile, a.design);
     m.weights = model::Weights{};  // the kernels run the quantized copy: release the fp32 one
-  } else if (!a.quant.empty()) {
-    q = cli::load_quant(m, a.quant);
+  } else if (!qfile.empty()) {
+    q = cli::load_quant(m, qfile);
   } else {
     plain = std::make_unique<engine::Transformer>(m);
   }
