@@ -132,6 +132,19 @@ void scale_min_k4(int j, const std::uint8_t* q, int& scale, int& min) {
   }
 }
 
+// The fp32 scale and min of Q4_K / Q5_K sub-blocks 2c and 2c+1 (64-element chunk c):
+// d * scale and dmin * min.
+struct ChunkScales {
+  float d0, min0, d1, min1;
+};
+ChunkScales chunk_scales(const std::uint8_t* sc, int c, float d, float dmin) {
+  int s0, m0, s1, m1;
+  scale_min_k4(2 * c, sc, s0, m0);
+  scale_min_k4(2 * c + 1, sc, s1, m1);
+  return {d * static_cast<float>(s0), dmin * static_cast<float>(m0), d * static_cast<float>(s1),
+          dmin * static_cast<float>(m1)};
+}
+
 // Q4_K: 64-element chunk c uses sub-blocks 2c (low nibbles of qs[32c..32c+31]) and 2c+1
 // (high nibbles); value = d * scale * q - dmin * min.
 void q4_k(const std::uint8_t* b, float* y) {
@@ -139,13 +152,9 @@ void q4_k(const std::uint8_t* b, float* y) {
   const std::uint8_t* sc = b + 4;
   const std::uint8_t* qs = b + 16;
   for (int c = 0; c < 4; ++c, qs += 32) {
-    int s0, m0, s1, m1;
-    scale_min_k4(2 * c, sc, s0, m0);
-    scale_min_k4(2 * c + 1, sc, s1, m1);
-    const float d0 = d * static_cast<float>(s0), min0 = dmin * static_cast<float>(m0);
-    const float d1 = d * static_cast<float>(s1), min1 = dmin * static_cast<float>(m1);
-    for (int l = 0; l < 32; ++l) *y++ = d0 * static_cast<float>(qs[l] & 0x0F) - min0;
-    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(qs[l] >> 4) - min1;
+    const ChunkScales k = chunk_scales(sc, c, d, dmin);
+    for (int l = 0; l < 32; ++l) *y++ = k.d0 * static_cast<float>(qs[l] & 0x0F) - k.min0;
+    for (int l = 0; l < 32; ++l) *y++ = k.d1 * static_cast<float>(qs[l] >> 4) - k.min1;
   }
 }
 
@@ -156,21 +165,17 @@ void q5_k(const std::uint8_t* b, float* y) {
   const std::uint8_t* qh = b + 16;
   const std::uint8_t* qs = b + 48;
   for (int c = 0; c < 4; ++c, qs += 32) {
-    int s0, m0, s1, m1;
-    scale_min_k4(2 * c, sc, s0, m0);
-    scale_min_k4(2 * c + 1, sc, s1, m1);
-    const float d0 = d * static_cast<float>(s0), min0 = dmin * static_cast<float>(m0);
-    const float d1 = d * static_cast<float>(s1), min1 = dmin * static_cast<float>(m1);
+    const ChunkScales k = chunk_scales(sc, c, d, dmin);
     for (int l = 0; l < 32; ++l)
-      *y++ = d0 * static_cast<float>((qs[l] & 0x0F) + (((qh[l] >> (2 * c)) & 1) << 4)) - min0;
+      *y++ = k.d0 * static_cast<float>((qs[l] & 0x0F) + (((qh[l] >> (2 * c)) & 1) << 4)) - k.min0;
     for (int l = 0; l < 32; ++l)
-      *y++ = d1 * static_cast<float>((qs[l] >> 4) + (((qh[l] >> (2 * c + 1)) & 1) << 4)) - min1;
+      *y++ = k.d1 * static_cast<float>((qs[l] >> 4) + (((qh[l] >> (2 * c + 1)) & 1) << 4)) - k.min1;
   }
 }
 
-// Q6_K: per 128-element half, element l (0..31) of the four 32-runs takes its low 4 bits
-// from ql[l] (runs 0, 2: low nibble; 1, 3 ... see below) and its high 2 bits from qh[l] at
-// shifts 0, 2, 4, 6; code - 32 times d * scales[sub-block] (int8).
+// Q6_K: per 128-element half, element l (0..31) of run r (four runs of 32) takes its low 4
+// bits from ql[l] (r = 0: low nibble, r = 2: high nibble) or ql[l + 32] (r = 1, 3), and its
+// high 2 bits from qh[l] at shift 2r; value = d * scales[sub-block] * (code - 32).
 void q6_k(const std::uint8_t* b, float* y) {
   const std::uint8_t* ql = b;
   const std::uint8_t* qh = b + 128;
