@@ -134,7 +134,7 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   }
   const bool budget_met = chosen.has_value();
   calib::QuantizeResult& q = chosen ? *chosen : *best_loss;
-  quant::save_gguf(q.qm, dir + "/model.q.gguf");
+  quant::save_gguf(q.qm, dir + "/model.q.gguf", &tok);  // with the vocabulary, so llama.cpp runs it too
   fpgallm::write_file_atomic(dir + "/plan.json", json(q.qm.plan).dump(2) + "\n");
 
   // 3. plan: the best design the accelerator backend can also run in C simulation.

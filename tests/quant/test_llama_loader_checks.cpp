@@ -329,6 +329,17 @@ TEST(LlamaLoaderChecks, CheckerRejectsWhatLlamaCppRefuses) {
   EXPECT_NE(all.find("check_tensor_dims: tensor 'blk.0.attn_norm.weight'"), std::string::npos) << all;
 }
 
+// What the command writes (calibrated, with the tokenizer given by -z) passes the same checks.
+TEST(LlamaLoaderChecks, QuantizeCommandOutputPassesEveryCheck) {
+  const auto dir = testing_support::scratch_dir("llama-loader-cmd");
+  const std::string out = dir + "/static.gguf";
+  const auto r = testing_support::run_fpgallm("quantize " + testing_support::stories260k() + " -z " +
+                                              testing_support::tok512() + " --calib " + testing_support::sample_text() +
+                                              " --scheme w8a8-static -o " + out + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const auto& why : llama_loader_problems(parse(testing_support::read_bytes(out)))) ADD_FAILURE() << why;
+}
+
 // `fpgallm info`, `run` and `eval` take the quantized file on its own.
 TEST(LlamaLoaderChecks, CliAcceptsTheQuantizedFileAlone) {
   const model::Model m = model::load(testing_support::stories260k());
