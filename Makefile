@@ -4,6 +4,11 @@ SAN     ?= build-san
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
+# Quiet: no "Entering directory" lines from the build's own makes; scripts/progress-only.sh
+# keeps one line per file compiled and one per 10% of the tests, then the summary.
+MAKEFLAGS += --no-print-directory
+QUIET   := scripts/progress-only.sh
+
 .PHONY: all deps configure build demo test test-sanitize bench clean
 
 all: build
@@ -15,22 +20,23 @@ configure: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 
 build: configure
-	@cmake --build $(BUILD) -j $(JOBS)
+	@$(QUIET) build cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: quantize, plan for an Alveo U280, simulate, emit the HLS project, verify
 # through the kernels and write out/demo/report.html.
 demo: build
-	./$(BUILD)/fpgallm deploy models/stories260K.bin -z models/tok512.bin --device u280 -o out/demo
+	@echo "fpgallm deploy models/stories260K.bin --device u280 -o out/demo"
+	@./$(BUILD)/fpgallm deploy models/stories260K.bin --device u280 -o out/demo
 
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@$(QUIET) test ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer (tests labelled
 # "nosan" are skipped: they time long runs or load libraries that ASan cannot host).
 test-sanitize: deps
 	@cmake --preset sanitize >/dev/null
-	@cmake --build $(SAN) -j $(JOBS)
-	ctest --test-dir $(SAN) --output-on-failure -j $(JOBS) -LE nosan
+	@$(QUIET) build cmake --build $(SAN) -j $(JOBS)
+	@$(QUIET) test ctest --test-dir $(SAN) --output-on-failure -j $(JOBS) -LE nosan
 
 bench: build
 	bench/run.sh $(BUILD)

@@ -59,7 +59,41 @@ void get(const json& j, const char* key, T& out, const char* where) {
 
 }  // namespace
 
+double StoredWeights::bits_per_weight(int mac_weight_bits) const {
+  const double value_bits = bits > 0 ? bits : mac_weight_bits;
+  if (sparse_n <= 0) return value_bits;
+  int index_bits = 0;
+  while ((1 << index_bits) < sparse_m) ++index_bits;
+  return density() * (value_bits + index_bits);
+}
+
 std::vector<std::string> Design::problems() const {
+  std::vector<std::string> p = model_problems();
+  if (p.empty()) p = kernel_gaps();
+  return p;
+}
+
+std::vector<std::string> Design::kernel_gaps() const {
+  std::vector<std::string> p;
+  auto need = [&](bool ok, std::string msg) {
+    if (!ok) p.push_back(std::move(msg));
+  };
+  const auto& mu = matrix_unit;
+  need(mu.weight_bits == 8 || mu.weight_bits == 4, fmt::format("matrix_unit.weight_bits: {} (the kernels implement 8 and 4)", mu.weight_bits));
+  need(mu.act_bits == 8, fmt::format("matrix_unit.act_bits: {} (the kernels implement 8)", mu.act_bits));
+  need(mu.acc_bits == 32, fmt::format("matrix_unit.acc_bits: {} (the kernels implement 32)", mu.acc_bits));
+  need(kv_bits == 8 || kv_bits == 16 || kv_bits == 32, fmt::format("kv_bits: {} (the kernels implement 8, 16 and 32)", kv_bits));
+  need(weights.bits == 0 || weights.bits == mu.weight_bits,
+       fmt::format("weights.bits: {} (the kernels store matrix_unit.weight_bits per weight)", weights.bits));
+  need(weights.sparse_n == 0, "weights.sparse_n: the kernels implement dense weights only");
+  need(memory.port_bits == 512, fmt::format("memory.port_bits: {} (the kernels' m_axi ports are 512 bits)", memory.port_bits));
+  need(compute_units == 1, fmt::format("compute_units: {} (the kernels build one compute unit)", compute_units));
+  need(host_ops.empty(), "host_ops: the accelerator backend runs every operator on the fabric");
+  need(!host_launch_per_layer, "host_launch_per_layer: the accelerator backend runs the whole model from one instruction list");
+  return p;
+}
+
+std::vector<std::string> Design::model_problems() const {
   std::vector<std::string> p;
   auto need = [&](bool ok, std::string msg) {
     if (!ok) p.push_back(std::move(msg));
@@ -68,9 +102,10 @@ std::vector<std::string> Design::problems() const {
   need(clock_mhz >= 10 && clock_mhz <= 1000, fmt::format("clock_mhz: {} outside 10..1000", clock_mhz));
   need(pow2(mu.rows) && mu.rows <= 256, fmt::format("matrix_unit.rows: {} must be a power of two in 1..256", mu.rows));
   need(pow2(mu.cols) && mu.cols <= 256, fmt::format("matrix_unit.cols: {} must be a power of two in 1..256", mu.cols));
-  need(mu.weight_bits == 8 || mu.weight_bits == 4, fmt::format("matrix_unit.weight_bits: {} (the kernels implement 8 and 4)", mu.weight_bits));
-  need(mu.act_bits == 8, fmt::format("matrix_unit.act_bits: {} (the kernels implement 8)", mu.act_bits));
-  need(mu.acc_bits == 32, fmt::format("matrix_unit.acc_bits: {} (the kernels implement 32)", mu.acc_bits));
+  need((mu.weight_bits >= 1 && mu.weight_bits <= 8) || mu.weight_bits == 16,
+       fmt::format("matrix_unit.weight_bits: {} outside 1..8 or 16", mu.weight_bits));
+  need(mu.act_bits == 4 || mu.act_bits == 8 || mu.act_bits == 16, fmt::format("matrix_unit.act_bits: {} (4, 8 or 16)", mu.act_bits));
+  need(mu.acc_bits >= 16 && mu.acc_bits <= 48, fmt::format("matrix_unit.acc_bits: {} outside 16..48", mu.acc_bits));
   need(mu.ii >= 1 && mu.ii <= 16, fmt::format("matrix_unit.ii: {} outside 1..16", mu.ii));
   need(mu.pipeline_depth >= 1 && mu.pipeline_depth <= 256, fmt::format("matrix_unit.pipeline_depth: {} outside 1..256", mu.pipeline_depth));
   need(pow2(vector_unit.lanes) && vector_unit.lanes <= 256, fmt::format("vector_unit.lanes: {} must be a power of two in 1..256", vector_unit.lanes));
@@ -99,9 +134,21 @@ std::vector<std::string> Design::problems() const {
                    to_string(parallel.split), parallel.cards));
   need(batch >= 1 && batch <= 4096, fmt::format("batch: {} outside 1..4096", batch));
   need(context >= 1 && context <= (1 << 20), fmt::format("context: {} outside 1..1048576", context));
-  need(kv_bits == 8 || kv_bits == 16 || kv_bits == 32,
-       fmt::format("kv_bits: {} (8 = int8 with a scale per position and head, 16 = fp16, 32 = fp32)", kv_bits));
+  need(kv_bits == 2 || kv_bits == 4 || kv_bits == 8 || kv_bits == 16 || kv_bits == 32,
+       fmt::format("kv_bits: {} (2, 4 or 8 = integer with a scale per position and head, 16 = fp16, 32 = fp32)", kv_bits));
   need(weight_sparsity >= 0 && weight_sparsity < 1, fmt::format("weight_sparsity: {} outside [0, 1)", weight_sparsity));
+  need(weights.bits == 0 || (weights.bits >= 1 && weights.bits <= 16), fmt::format("weights.bits: {} outside 1..16 (0 = matrix_unit.weight_bits)", weights.bits));
+  need(weights.group_size >= 0 && weights.group_size <= 65536, fmt::format("weights.group_size: {} outside 0..65536", weights.group_size));
+  need((weights.sparse_n == 0 && weights.sparse_m == 0) ||
+           (weights.sparse_n >= 1 && weights.sparse_n < weights.sparse_m && weights.sparse_m <= 64),
+       fmt::format("weights.sparse_n:sparse_m: {}:{} (N:M with 1 <= N < M <= 64, or 0:0 for dense)", weights.sparse_n, weights.sparse_m));
+  need(memory.port_bits == 64 || memory.port_bits == 128 || memory.port_bits == 256 || memory.port_bits == 512 ||
+           memory.port_bits == 1024,
+       fmt::format("memory.port_bits: {} (64, 128, 256, 512 or 1024)", memory.port_bits));
+  need(compute_units >= 1 && compute_units <= 16, fmt::format("compute_units: {} outside 1..16", compute_units));
+  for (const auto& op : host_ops)
+    need(op == "embedding" || op == "classifier" || op == "norm" || op == "softmax",
+         fmt::format("host_ops: '{}' (embedding, classifier, norm or softmax)", op));
   return p;
 }
 
@@ -121,20 +168,27 @@ void to_json(json& j, const Design& d) {
            {"buffers", {{"weight_bytes", d.buffers.weight_bytes}, {"activation_bytes", d.buffers.activation_bytes},
                         {"kv_bytes", d.buffers.kv_bytes}}},
            {"memory", {{"weight_channels", d.memory.weight_channels}, {"kv_channels", d.memory.kv_channels},
-                       {"activation_channels", d.memory.activation_channels}, {"burst_bytes", d.memory.burst_bytes}}},
+                       {"activation_channels", d.memory.activation_channels}, {"burst_bytes", d.memory.burst_bytes},
+                       {"port_bits", d.memory.port_bits}}},
            {"parallel", {{"cards", d.parallel.cards}, {"split", to_string(d.parallel.split)}}},
            {"batch", d.batch},
            {"context", d.context},
            {"kv_bits", d.kv_bits},
            {"fuse_norm_matmul", d.fuse_norm_matmul},
            {"fuse_attention", d.fuse_attention},
-           {"weight_sparsity", d.weight_sparsity}};
+           {"weight_sparsity", d.weight_sparsity},
+           {"weights", {{"bits", d.weights.bits}, {"group_size", d.weights.group_size},
+                        {"sparse_n", d.weights.sparse_n}, {"sparse_m", d.weights.sparse_m}}},
+           {"compute_units", d.compute_units},
+           {"host_ops", d.host_ops},
+           {"host_launch_per_layer", d.host_launch_per_layer}};
 }
 
 void from_json(const json& j, Design& d) {
   check_keys(j, "design", {"name", "device", "style", "phase", "clock_mhz", "matrix_unit", "vector_unit", "tiling",
                            "buffers", "memory", "parallel", "batch", "context", "kv_bits", "fuse_norm_matmul",
-                           "fuse_attention", "weight_sparsity", "predicted", "assumptions", "model", "quant"});
+                           "fuse_attention", "weight_sparsity", "weights", "compute_units", "host_ops", "host_launch_per_layer", "predicted",
+                           "assumptions", "model", "quant"});
   get(j, "name", d.name, "design");
   get(j, "device", d.device, "design");
   if (j.contains("style")) d.style = enum_from(j["style"], "style", {Style::overlay, Style::dataflow});
@@ -173,11 +227,12 @@ void from_json(const json& j, Design& d) {
   }
   if (j.contains("memory")) {
     const auto& m = j["memory"];
-    check_keys(m, "memory", {"weight_channels", "kv_channels", "activation_channels", "burst_bytes"});
+    check_keys(m, "memory", {"weight_channels", "kv_channels", "activation_channels", "burst_bytes", "port_bits"});
     get(m, "weight_channels", d.memory.weight_channels, "memory");
     get(m, "kv_channels", d.memory.kv_channels, "memory");
     get(m, "activation_channels", d.memory.activation_channels, "memory");
     get(m, "burst_bytes", d.memory.burst_bytes, "memory");
+    get(m, "port_bits", d.memory.port_bits, "memory");
   }
   if (j.contains("parallel")) {
     const auto& p = j["parallel"];
@@ -191,6 +246,17 @@ void from_json(const json& j, Design& d) {
   get(j, "fuse_norm_matmul", d.fuse_norm_matmul, "design");
   get(j, "fuse_attention", d.fuse_attention, "design");
   get(j, "weight_sparsity", d.weight_sparsity, "design");
+  if (j.contains("weights")) {
+    const auto& w = j["weights"];
+    check_keys(w, "weights", {"bits", "group_size", "sparse_n", "sparse_m"});
+    get(w, "bits", d.weights.bits, "weights");
+    get(w, "group_size", d.weights.group_size, "weights");
+    get(w, "sparse_n", d.weights.sparse_n, "weights");
+    get(w, "sparse_m", d.weights.sparse_m, "weights");
+  }
+  get(j, "compute_units", d.compute_units, "design");
+  get(j, "host_ops", d.host_ops, "design");
+  get(j, "host_launch_per_layer", d.host_launch_per_layer, "design");
 }
 
 Design load(const std::string& path) {
@@ -201,7 +267,7 @@ Design load(const std::string& path) {
   } catch (const std::invalid_argument& e) {
     throw fpgallm::InputError(path, e.what());
   }
-  if (auto p = d.problems(); !p.empty()) throw fpgallm::InputError(path, p.front());
+  if (auto p = d.model_problems(); !p.empty()) throw fpgallm::InputError(path, p.front());
   return d;
 }
 

@@ -20,8 +20,8 @@ enum class Phase { inference, train };
 struct MatrixUnit {
   int rows = 32;          // output features computed in parallel (PE)
   int cols = 32;          // input features consumed per cycle per row (SIMD)
-  int weight_bits = 8;    // 8 or 4 (4-bit weights are unpacked to int8 at the MAC)
-  int act_bits = 8;       // activation operand width
+  int weight_bits = 8;    // 1..8 or 16 (the kernels implement 8 and 4; 4-bit weights are unpacked to int8 at the MAC)
+  int act_bits = 8;       // activation operand width: 4, 8 or 16 (the kernels implement 8)
   int acc_bits = 32;      // accumulator width
   int ii = 1;             // initiation interval of the MAC pipeline (cycles per tile step)
   int pipeline_depth = 8; // cycles from first operand in to first result out
@@ -50,6 +50,20 @@ struct Memory {
   int kv_channels = 8;
   int activation_channels = 1;
   int burst_bytes = 4096;  // DMA burst length
+  int port_bits = 512;     // AXI data width of each channel's port: 128, 256 or 512
+};
+
+// The weights as stored and streamed, where they differ from what the MAC consumes:
+// mixed or sub-byte widths (ternary 1.58, FlightLLM's 3/4/5-bit mix averaging 3.5) and
+// N:M structured sparsity (N weights kept in every M, with their position indices).
+struct StoredWeights {
+  double bits = 0;      // average stored bits per weight; 0 = matrix_unit.weight_bits
+  int group_size = 0;   // weights sharing one fp16 scale; 0 = one fp32 scale per output row
+  int sparse_n = 0;     // N of N:M (0 = dense)
+  int sparse_m = 0;     // M of N:M
+  double density() const { return sparse_n > 0 ? double(sparse_n) / sparse_m : 1.0; }
+  // Stored bits per dense weight position: the kept weights, their log2(M)-bit indices and the scales.
+  double bits_per_weight(int mac_weight_bits) const;
 };
 
 struct Parallelism {
@@ -75,10 +89,26 @@ struct Design {
   bool fuse_norm_matmul = true;     // RMSNorm folded into the following matmul's input stage
   bool fuse_attention = true;       // scores, softmax and value product in one pass
   double weight_sparsity = 0.0;     // fraction of weights skipped (0 = dense)
+  StoredWeights weights;
+  // Compute units on each card (one per SLR on stacked-silicon parts), each with the
+  // matrix and vector units above and its share of the memory channels; every matmul is
+  // split over them by output rows and the partial results meet at a barrier.
+  int compute_units = 1;
+  // Operators left on the host or embedded CPU (graph::OpKind names: "classifier",
+  // "embedding", "norm", "softmax"); their inputs and outputs cross to the host.
+  std::vector<std::string> host_ops;
+  // The host starts the accelerator once per layer (a fused block invoked with each layer's
+  // weights, StreamTensor) instead of the card running the model from its instruction list.
+  bool host_launch_per_layer = false;
 
   // Every field in range and the combination implementable by the kernels; returns the
   // problems found, empty when valid. Messages name the field: "matrix_unit.rows: ...".
   std::vector<std::string> problems() const;
+  // The range and consistency checks alone: a design the performance and resource models
+  // can predict, whether or not the kernels implement it.
+  std::vector<std::string> model_problems() const;
+  // What the kernels (src/kernels) cannot run in this design; empty when they can.
+  std::vector<std::string> kernel_gaps() const;
 };
 
 const char* to_string(Style s);

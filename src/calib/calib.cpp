@@ -36,7 +36,7 @@ Split split_text(const model::Tokenizer& tok, const std::string& text, const std
   if (stories.size() < 2)
     throw fpgallm::InputError(source, "calibration text has " + std::to_string(stories.size()) +
                                           " stories (non-empty lines); need at least 2, half to calibrate and half held out");
-  const std::size_t half = stories.size() / 2;
+  const std::size_t half = engine::held_out_begin(stories.size());
   const std::vector<std::string> calib_part(stories.begin(), stories.begin() + static_cast<std::ptrdiff_t>(half));
   const std::set<std::string> seen(calib_part.begin(), calib_part.end());
   std::vector<std::string> held_part;
@@ -354,8 +354,11 @@ QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, cons
   res.qm.calibration_fnv1a = quant::fnv1a64(calib_text);
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
 
-  engine::Transformer ref(m);
-  const auto p32 = run_perplexity(ref, res.split.held_out, "evaluate fp32", progress);
+  const engine::Perplexity p32 = opt.fp32_held_out ? *opt.fp32_held_out : [&] {
+    engine::Transformer ref(m);
+    return run_perplexity(ref, res.split.held_out, "evaluate fp32", progress);
+  }();
+  res.fp32_held_out = p32;
   res.fp32_perplexity = p32.perplexity;
   res.fp32_perplexity_err = p32.perplexity_err;
   const auto pq = evaluate(res.qm, res.split.held_out, progress);

@@ -93,11 +93,15 @@ struct QuantizeOptions {
   // mixed: the sensitivity runs on the first this many predicted tokens of the
   // calibration half (whole stories in order, the last one cut; 0 = all).
   std::size_t sensitivity_tokens = 1024;
+  // The fp32 held-out perplexity when the caller has measured it already on the same text
+  // and model (deploy tries several schemes); measured here otherwise.
+  std::optional<engine::Perplexity> fp32_held_out;
 };
 struct QuantizeResult {
   quant::QuantModel qm;
   Split split;
   double fp32_perplexity = 0, fp32_perplexity_err = 0;  // held-out
+  engine::Perplexity fp32_held_out;                     // the whole measurement of those two
   double perplexity = 0, perplexity_err = 0;            // held-out, quantized
   double rel_increase = 0;
   std::uint64_t fp32_bytes = 0;

@@ -16,6 +16,13 @@
 
 namespace cli {
 
+std::string design_help() {
+  const arch::Design d;
+  return fmt::format("design.json of the accelerator for --backend accel (default: a {}x{} matrix unit of {}-bit MACs at "
+                     "{:.0f} MHz, {} vector lanes, one card; a file may set only the fields it changes)",
+                     d.matrix_unit.rows, d.matrix_unit.cols, d.matrix_unit.weight_bits, d.clock_mhz, d.vector_unit.lanes);
+}
+
 namespace {
 
 // The card network of an mpirun job: one rank per card. Host-side broadcasts (each

@@ -40,6 +40,9 @@ struct AccelBackend {
 std::unique_ptr<AccelBackend> make_accel(const model::Model& m, const std::string& qfile,
                                          const std::string& design_file);
 
+// Help of --design for --backend accel, with the default design in the user's words.
+std::string design_help();
+
 // eval --backend accel: perplexity through the kernels beside the simulated quantization
 // of the same file on the same tokens (the held-out half when the text is the model's
 // calibration text), and their relative difference. Output on rank 0. Releases m's fp32

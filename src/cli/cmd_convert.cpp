@@ -43,7 +43,7 @@ void setup(CLI::App& root) {
   cmd->add_option("-o,--output", a->output, "Output: a .bin or .gguf file, or a folder (safetensors)")->required();
   cmd->add_option("--to", a->to, "Output format (default: from the output name)")
       ->check(CLI::IsMember({"bin", "gguf", "safetensors"}));
-  cmd->add_option("--type", a->type, "Matrix storage: f32 (any format); f16, bf16, q8_0, q4_0 (gguf)")
+  cmd->add_option("--type", a->type, "Storage: f32 (any format); f16, bf16 (gguf matrices, safetensors); q8_0, q4_0 (gguf)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
   cmd->add_option("-z,--tokenizer", a->tokenizer,
                   "llama2.c tokenizer .bin to store with the model (GGUF metadata, or tokenizer.bin in a folder)");

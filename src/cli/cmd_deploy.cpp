@@ -1,25 +1,29 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "cli/command.hpp"
 #include "deploy/deploy.hpp"
+#include "model/model.hpp"
 #include "util/error.hpp"
 
 namespace {
 
 struct DeployArgs {
   deploy::Options o;
-  double budget_pct = 1.0;
+  std::string budget = "1";
   bool json = false;
 };
 
 void run(DeployArgs& a) {
-  a.o.budget = a.budget_pct / 100.0;
+  a.o.budget = cli::parse_budget(a.budget);
   if (a.o.text.empty()) {
-    // The bundled model's held-out text, when deploying the bundled model.
-    auto beside = std::filesystem::path(a.o.model).parent_path() / "tinystories-valid-sample.txt";
-    if (!std::filesystem::exists(beside)) throw fpgallm::InputError("--text", "a calibration text is required");
-    a.o.text = beside.string();
+    const model::Manifest manifest = model::manifest_for(a.o.model);
+    if (manifest.text.empty())
+      throw fpgallm::InputError("--text", fmt::format("{} names no text (no \"text\" in a manifest beside it): pass "
+                                                      "--text FILE, one story per line", a.o.model));
+    a.o.text = manifest.text;
   }
   cli::Progress progress("", a.json);
   std::string label;
@@ -68,10 +72,11 @@ void setup(CLI::App& root) {
   cmd->add_option("model", a->o.model, "Checkpoint")->required();
   cmd->add_option("--device", a->o.device, "FPGA card (fpgallm devices)")->required();
   cmd->add_option("-o,--output", a->o.out_dir, "Output folder (replaced only when every step succeeded)")->required();
-  cmd->add_option("--text", a->o.text, "Calibration and held-out text, one story per line");
-  cmd->add_option("-z,--tokenizer", a->o.tokenizer, "Tokenizer .bin");
-  cmd->add_option("--budget", a->budget_pct, "Allowed held-out perplexity increase over fp32, percent")->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--context", a->o.context, "Context the design is sized for (default: the model's)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--text", a->o.text, "Calibration and held-out text, one story per line (default: the \"text\" "
+                                      "of the model's manifest, <stem>.manifest.json beside it)");
+  cmd->add_option("-z,--tokenizer", a->o.tokenizer, cli::kTokenizerHelp);
+  cmd->add_option("--budget", a->budget, cli::kBudgetHelp);
+  cmd->add_option("--context", a->o.context, "Context the design is sized for (default: the model's)")->check(cli::kNonNegative);
   cmd->add_option("--sample-steps", a->o.sample_steps, "Greedy sample length")->check(CLI::Range(2, 100000));
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run(*a); });

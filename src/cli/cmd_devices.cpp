@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -6,6 +7,7 @@
 #include "hw/device.hpp"
 #include "hw/power.hpp"
 #include "hw/resources.hpp"
+#include "report/format.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -23,11 +25,20 @@ std::string num(const hw::Figure& f, const char* fmt = "%.0f") {
   return buf;
 }
 
+// A figure as people write it: whole numbers in full (1303680), others with %g.
+std::string exact(const hw::Figure& f) {
+  if (!f.has()) return "-";
+  return *f == std::floor(*f) && std::fabs(*f) < 1e15 ? num(f, "%.0f") : num(f, "%g");
+}
+
+// Each pool on its own: "8 GB HBM2 460 GB/s, 32 GB DDR4 38 GB/s" (pools are never added
+// together: a design puts weights, KV cache and activations in the pools separately).
 std::string memory_summary(const hw::Device& d) {
   std::string s;
   for (const auto& m : d.memory) {
-    if (!s.empty()) s += " + ";
+    if (!s.empty()) s += ", ";
     s += (m.capacity_gb.has() ? num(m.capacity_gb, "%g") + " GB " : "? GB ") + m.kind;
+    if (m.bandwidth_gbps.has()) s += " " + num(m.bandwidth_gbps) + " GB/s";
   }
   return s.empty() ? "-" : s;
 }
@@ -39,24 +50,23 @@ std::string compute_summary(const hw::Device& d) {
     return s.empty() ? "-" : s;
   }
   if (!d.fabric.dsp.has()) return d.peak_int8_tops.has() ? num(d.peak_int8_tops, "%g") + " int8 TOPS (vendor)" : "-";
-  return num(d.fabric.dsp) + " " + (d.dsp_type.has() ? *d.dsp_type : std::string("DSP"));
+  return report::count(*d.fabric.dsp) + " " + (d.dsp_type.has() ? *d.dsp_type : std::string("DSP"));
 }
 
 void print_table() {
-  std::printf("%-13s %-4s %-38s %10s %-26s %9s %-22s %6s %8s\n", "id", "kind", "name", "LUT", "compute", "GB/s",
-              "memory", "TDP W", "price $");
+  std::printf("%-13s %-4s %-38s %6s %-26s %6s %8s  %s\n", "id", "kind", "name", "LUT", "compute", "TDP W", "price $",
+              "memory (each pool: capacity, type, bandwidth)");
   for (const auto& d : hw::devices()) {
-    const double bw = d.memory_bandwidth_gbps();
-    std::printf("%-13s %-4s %-38s %10s %-26s %9s %-22s %6s %8s\n", d.id.c_str(), hw::to_string(d.kind), d.name.c_str(),
-                num(d.fabric.lut).c_str(), compute_summary(d).c_str(), bw > 0 ? std::to_string(int(bw + 0.5)).c_str() : "-",
-                memory_summary(d).c_str(), num(d.tdp_w).c_str(), num(d.price_usd).c_str());
+    std::printf("%-13s %-4s %-38s %6s %-26s %6s %8s  %s\n", d.id.c_str(), hw::to_string(d.kind), d.name.c_str(),
+                d.fabric.lut.has() ? report::count(*d.fabric.lut).c_str() : "-", compute_summary(d).c_str(),
+                num(d.tdp_w).c_str(), num(d.price_usd).c_str(), memory_summary(d).c_str());
   }
   std::printf("\nEvery figure has a source: `fpgallm devices ID` shows them; '-' = not found in a source (never guessed).\n");
 }
 
 void print_figure(const char* label, const hw::Figure& f, const char* unit = "") {
   if (f.has())
-    std::printf("  %-24s %-14s %s\n", label, (num(f, "%g") + unit).c_str(), f.source.c_str());
+    std::printf("  %-24s %-14s %s\n", label, (exact(f) + unit).c_str(), f.source.c_str());
   else if (!f.source.empty())
     std::printf("  %-24s %-14s %s\n", label, "-", f.source.c_str());
 }

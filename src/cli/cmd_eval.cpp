@@ -5,6 +5,7 @@
 #include "cli/quant_eval.hpp"
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
+#include "quant/quant.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -18,20 +19,27 @@ struct EvalArgs {
 void eval(const EvalArgs& a) {
   model::Model m = model::load(a.model);
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
-  if (a.backend == "accel") return cli::eval_accel(m, tok, a.text, a.quant, a.design, a.json);
+  // A file from `fpgallm quantize` on its own runs as the quantized model it describes.
+  const bool self_quantized = a.quant.empty() && quant::is_quantized_gguf(a.model);
+  const std::string qfile = self_quantized ? a.model : a.quant;
+  if (a.backend == "accel") return cli::eval_accel(m, tok, a.text, qfile, a.design, a.json);
   if (!a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
   if (!a.quant.empty()) return cli::eval_quantized(m, tok, a.text, a.quant, a.json);
   if (!a.schemes.empty()) return cli::eval_schemes(m, tok, a.text, a.schemes, a.group, a.json);
   const std::string text = engine::read_text_file(a.text);
   auto sequences = engine::tokenize_stories(tok, engine::split_stories(text));
-  engine::Transformer t(m);
+  std::unique_ptr<cli::LoadedQuant> own;
+  std::unique_ptr<engine::Transformer> plain;
+  if (self_quantized) own = cli::load_quant(m, qfile);
+  else plain = std::make_unique<engine::Transformer>(m);
+  engine::Transformer& t = own ? *own->transformer : *plain;
   cli::Progress progress("eval: tokens", a.json);
   engine::Perplexity p = engine::perplexity(t, sequences, [&](std::size_t d, std::size_t n) { progress.update(d, n); });
   progress.finish();
   if (a.json) {
     cli::print_json({{"model", a.model},
                      {"text", a.text},
-                     {"backend", "ref"},
+                     {"backend", own ? "ref (simulated quantization)" : "ref"},
                      {"perplexity", p.perplexity},
                      {"perplexity_err", p.perplexity_err},
                      {"nll_mean", p.nll_mean},
@@ -48,11 +56,11 @@ void setup(CLI::App& root) {
   auto* cmd = root.add_subcommand("eval", "Perplexity of a model on a text file (one story per line)");
   cmd->add_option("model", a->model, "Checkpoint")->required();
   cmd->add_option("--text", a->text, "Text file, one story per line")->required();
-  cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin");
+  cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
   cmd->add_option("--backend", a->backend, "ref: the fp32 engine (simulated quantization with --quant); accel: the "
                                           "accelerator's HLS kernels in C simulation (needs --quant)")
       ->check(CLI::IsMember({"ref", "accel"}));
-  cmd->add_option("--design", a->design, "design.json of the accelerator for --backend accel (default: arch::Design{})");
+  cmd->add_option("--design", a->design, cli::design_help());
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
   cmd->add_option("--schemes", a->schemes, "Compare schemes (fp32,w8a8,w8a8-static,w8a8-smooth,w4a16,w4a8,mixed) "
                                            "calibrated on the first half of --text, on its held-out half")

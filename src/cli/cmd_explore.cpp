@@ -119,8 +119,8 @@ void print_exploration(const ExploreArgs& a, const dse::Request& req, const dse:
   }
   std::printf("%s, %s, batch %d, prompt %d, context %d, ranked by %s\n\n", req.config.name.c_str(),
               graph::to_string(req.precision).c_str(), req.scenario.batch, req.scenario.prompt, req.scenario.context, dse::to_string(obj));
-  std::printf("%-13s %-4s %-5s %-26s %10s %10s %8s %10s %10s %s\n", "device", "kind", "cards", "design", "decode t/s",
-              "prefill ms", "W", "J/token", "USD/Mtok", "bound");
+  std::printf("%-13s %-4s %-5s %-26s %10s %10s %8s %10s %10s %8s %s\n", "device", "kind", "cards", "design", "decode t/s",
+              "prefill ms", "W", "J/token", "USD/Mtok", "USD", "bound");
   for (const auto& r : e.devices) {
     if (!r.fits()) {
       std::printf("%-13s %-4s  does not fit: %s\n", r.device.c_str(), hw::to_string(r.kind),
@@ -134,13 +134,19 @@ void print_exploration(const ExploreArgs& a, const dse::Request& req, const dse:
                                    : fmt::format("{} {}x{} @{:.0f}MHz", arch::to_string(c.design.style),
                                                  c.design.matrix_unit.rows, c.design.matrix_unit.cols, c.design.clock_mhz);
     const char* bound = p.decode.memory_s >= 0.5 * p.decode.seconds ? "memory" : (p.decode.fixed_s >= 0.5 * p.decode.seconds ? "latency" : "compute");
-    std::printf("%-13s %-4s %5d %-26s %10.1f %10.2f %8.1f %10.3g %10s %s\n", r.device.c_str(), hw::to_string(r.kind),
-                p.cards, design.c_str(), p.decode_tokens_per_s, 1e3 * p.prefill_s, p.watts, p.joules_per_token,
-                p.usd_per_mtoken > 0 ? fmt::format("{:.3f}", p.usd_per_mtoken).c_str() : "-", bound);
+    // Watts, J/token, USD/Mtok and USD are those of all the design's cards.
+    const std::string unknown = "unknown";
+    std::printf("%-13s %-4s %5d %-26s %10.1f %10.2f %8s %10s %10s %8s %s\n", r.device.c_str(), hw::to_string(r.kind),
+                p.cards, design.c_str(), p.decode_tokens_per_s, 1e3 * p.prefill_s,
+                p.watts > 0 ? fmt::format("{:.1f}", p.watts).c_str() : unknown.c_str(),
+                p.joules_per_token > 0 ? fmt::format("{:.3g}", p.joules_per_token).c_str() : unknown.c_str(),
+                p.usd_per_mtoken > 0 ? fmt::format("{:.3f}", p.usd_per_mtoken).c_str() : unknown.c_str(),
+                c.price_usd > 0 ? fmt::format("{:.0f}", c.price_usd).c_str() : unknown.c_str(), bound);
   }
   std::printf("\nadvice:\n");
   for (const auto& s : e.advice) std::printf("  - %s\n", s.c_str());
-  std::printf("\nFPGA figures: analytical model (docs/performance-model.md), constants in data/perf_model.json.\n");
+  std::printf("\nW, J/token, USD/Mtok and USD (purchase price) count every card of a design. FPGA figures: analytical "
+              "model (docs/performance-model.md), constants in data/perf_model.json.\n");
   if (!a.svg.empty()) std::printf("wrote %s\n", a.svg.c_str());
 }
 
@@ -236,10 +242,11 @@ void run(const ExploreArgs& a) {
     }
   }
   std::fflush(stdout);
-  std::fprintf(stderr,
-               "explore: %d item(s) on %d rank(s): wall %.2f s; exploring took %.2f CPU-s summed over ranks (busiest rank "
-               "%.2f); speed-up %.2f (summed CPU time / wall)\n",
-               count, ranks, wall, summed, slowest, wall > 0 ? summed / wall : 0.0);
+  if (ranks > 1)
+    std::fprintf(stderr,
+                 "explore: %d item(s) on %d rank(s): wall %.2f s; exploring took %.2f CPU-s summed over ranks (busiest "
+                 "rank %.2f); speed-up %.2f (summed CPU time / wall)\n",
+                 count, ranks, wall, summed, slowest, wall > 0 ? summed / wall : 0.0);
 }
 
 void setup(CLI::App& root) {

@@ -3,6 +3,7 @@
 #include "cli/command.hpp"
 #include "model/model.hpp"
 #include "model/presets.hpp"
+#include "report/format.hpp"
 
 namespace {
 
@@ -28,7 +29,8 @@ void info(const InfoArgs& a) {
               c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim());
   std::printf("vocab        %d\ncontext      %d\nrope theta   %g\nnorm eps     %g\nclassifier   %s\n", c.vocab_size,
               c.seq_len, c.rope_theta, c.norm_eps, c.shared_classifier ? "shared with embedding" : "separate");
-  std::printf("parameters   %lld (%.2f MB in fp32)\n", static_cast<long long>(c.n_params()), c.n_params() * 4 / 1e6);
+  std::printf("parameters   %s (%lld, %s in fp32)\n", report::count(double(c.n_params())).c_str(),
+              static_cast<long long>(c.n_params()), report::si(c.n_params() * 4.0, "B").c_str());
 }
 
 void setup_info(CLI::App& root) {
@@ -54,12 +56,13 @@ void setup_presets(CLI::App& root) {
       cli::print_json(list);
       return;
     }
-    std::printf("%-16s %-6s %6s %6s %6s %6s %4s %7s %7s %10s\n", "name", "arch", "dim", "hidden", "layers", "heads",
+    std::printf("%-16s %-6s %6s %6s %6s %6s %4s %7s %7s %7s\n", "name", "arch", "dim", "hidden", "layers", "heads",
                 "kv", "vocab", "context", "params");
     for (const auto& p : model::presets()) {
       const auto& c = p.config;
-      std::printf("%-16s %-6s %6d %6d %6d %6d %4d %7d %7d %9.2fB\n", c.name.c_str(), model::to_string(c.arch), c.dim,
-                  c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, c.n_params() / 1e9);
+      std::printf("%-16s %-6s %6d %6d %6d %6d %4d %7d %7d %7s\n", c.name.c_str(), model::to_string(c.arch), c.dim,
+                  c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len,
+                  report::count(double(c.n_params())).c_str());
     }
   });
 }

@@ -4,6 +4,7 @@
 #include "cli/command.hpp"
 #include "graph/workload.hpp"
 #include "model/model.hpp"
+#include "report/format.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -20,23 +21,11 @@ struct ProfileArgs {
   bool json = false;
 };
 
-std::string si(double v, const char* unit) {
-  const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
-  int i = 0;
-  while (v >= 1000 && i < 6) {
-    v /= 1000;
-    ++i;
-  }
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefixes[i], unit);
-  return buf;
-}
-
 void print_row(const char* name, const graph::Totals& t, const graph::Totals& all) {
-  std::printf("%-16s %11s %6.1f%% %11s %6.1f%% %11s %11s %9.2f\n", name, si(t.flops, "FLOP").c_str(),
-              all.flops > 0 ? 100 * t.flops / all.flops : 0, si(t.bytes(), "B").c_str(),
-              all.bytes() > 0 ? 100 * t.bytes() / all.bytes() : 0, si(t.weight_bytes, "B").c_str(),
-              si(t.kv_bytes, "B").c_str(), t.intensity());
+  std::printf("%-16s %11s %6.1f%% %11s %6.1f%% %11s %11s %9.2f\n", name, report::si(t.flops, "FLOP").c_str(),
+              all.flops > 0 ? 100 * t.flops / all.flops : 0, report::si(t.bytes(), "B").c_str(),
+              all.bytes() > 0 ? 100 * t.bytes() / all.bytes() : 0, report::si(t.weight_bytes, "B").c_str(),
+              report::si(t.kv_bytes, "B").c_str(), t.intensity());
 }
 
 void profile(const ProfileArgs& a) {
@@ -96,7 +85,7 @@ void profile(const ProfileArgs& a) {
   if (s.phase == graph::Phase::decode) std::printf(" of one token at context %d", s.context);
   if (s.phase == graph::Phase::train) std::printf(" step over %d tokens per sequence", s.seq);
   std::printf(", batch %d, %s (weights %s, KV %d-bit)\n", s.batch, graph::to_string(p).c_str(),
-              si(w.model_weight_bytes(), "B").c_str(), p.kv_bits);
+              report::si(w.model_weight_bytes(), "B").c_str(), p.kv_bits);
   std::printf("%-16s %11s %7s %11s %7s %11s %11s %9s\n", "", "FLOPs", "share", "bytes", "share", "weights", "KV",
               "FLOP/B");
   for (auto g : group_list) {
@@ -110,7 +99,7 @@ void profile(const ProfileArgs& a) {
   print_row("total", all, all);
   std::printf("%s per token; bytes count every operand read and result written once (activations included;\n"
               "weights + KV alone: %s, %.2f FLOP/B)\n",
-              si(all.flops / double(w.tokens()), "FLOP").c_str(), si(all.weight_bytes + all.kv_bytes, "B").c_str(),
+              report::si(all.flops / double(w.tokens()), "FLOP").c_str(), report::si(all.weight_bytes + all.kv_bytes, "B").c_str(),
               all.weight_bytes + all.kv_bytes > 0 ? all.flops / (all.weight_bytes + all.kv_bytes) : 0);
   if (a.ops) {
     std::printf("\n%-24s %-16s %8s %8s %8s %6s %11s %11s %9s\n", "op", "kind", "M", "N", "K", "batch", "FLOPs",
@@ -118,7 +107,7 @@ void profile(const ProfileArgs& a) {
     for (const auto& op : w.ops)
       std::printf("%-24s %-16s %8lld %8lld %8lld %6lld %11s %11s %9.2f\n", op.name.c_str(), graph::to_string(op.kind),
                   static_cast<long long>(op.m), static_cast<long long>(op.n), static_cast<long long>(op.k),
-                  static_cast<long long>(op.batch), si(op.flops, "").c_str(), si(op.bytes(), "B").c_str(),
+                  static_cast<long long>(op.batch), report::si(op.flops, "").c_str(), report::si(op.bytes(), "B").c_str(),
                   op.intensity());
   }
 }

@@ -22,24 +22,6 @@ struct QuantizeArgs {
   bool kv8 = false, json = false;
 };
 
-// "1", "1%" or "0.5 %" -> 0.01 / 0.005 (relative).
-double parse_budget(const std::string& s) {
-  std::string t;
-  for (char ch : s)
-    if (ch != '%' && ch != ' ') t += ch;
-  std::size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(t, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  // A negative budget asks for an improvement over fp32 (and normally cannot be met).
-  if (t.empty() || used != t.size() || !(v >= -100) || v > 1000)
-    throw fpgallm::InputError("--budget", "'" + s + "' is not a percentage between -100 and 1000");
-  return v / 100.0;
-}
-
 class StageProgress {
  public:
   explicit StageProgress(bool quiet) : quiet_(quiet) {}
@@ -70,7 +52,7 @@ void quantize(const QuantizeArgs& a) {
   opt.scheme = quant::scheme_from_string(a.scheme);
   opt.group = a.group;
   opt.alpha = a.alpha;
-  opt.budget = parse_budget(a.budget);
+  opt.budget = cli::parse_budget(a.budget);
   opt.kv8 = a.kv8;
   opt.sensitivity_tokens = a.sensitivity_tokens;
   if (opt.scheme == quant::Scheme::fp32) throw fpgallm::InputError("--scheme", "fp32 is the reference, not a quantization");
@@ -89,7 +71,7 @@ void quantize(const QuantizeArgs& a) {
     nlohmann::json sj = *r.sensitivity;
     fpgallm::write_file_atomic(a.sensitivity_json, sj.dump(2) + "\n");
   }
-  if (met) quant::save_gguf(r.qm, a.out);
+  if (met) quant::save_gguf(r.qm, a.out, &tok);
 
   const auto bytes = r.qm.linear_weight_bytes();
   if (a.json) {
@@ -140,12 +122,12 @@ void setup(CLI::App& root) {
   cmd->add_option("--calib", a->calib, "Text, one story per line: first half calibrates, second half is held out")->required();
   cmd->add_option("--scheme", a->scheme, "w8a8 | w8a8-static | w8a8-smooth | w4a16 | w4a8 | mixed");
   cmd->add_option("--group", a->group, "int4 group size")->check(CLI::IsMember({32, 64, 128}));
-  cmd->add_option("--alpha", a->alpha, "SmoothQuant migration strength")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--budget", a->budget, "mixed: max relative perplexity increase over fp32 on the held-out half, in %");
+  cmd->add_option("--alpha", a->alpha, "SmoothQuant migration strength")->check(cli::between(0.0, 1.0));
+  cmd->add_option("--budget", a->budget, std::string("mixed: ") + cli::kBudgetHelp);
   cmd->add_option("--sensitivity-tokens", a->sensitivity_tokens,
                   "mixed: calibration tokens the per-layer sensitivity runs on (0 = all)");
   cmd->add_flag("--kv8", a->kv8, "int8 KV cache");
-  cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin");
+  cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
   cmd->add_option("-o,--output", a->out, "Quantized model (.gguf)")->required();
   cmd->add_option("--plan-json", a->plan_json, "Write the plan as JSON");
   cmd->add_option("--sensitivity-json", a->sensitivity_json, "mixed: write the sensitivity table as JSON");

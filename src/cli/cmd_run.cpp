@@ -1,4 +1,6 @@
 #include <chrono>
+
+#include <fmt/format.h>
 #include <cstdio>
 #include <ctime>
 
@@ -9,6 +11,7 @@
 #include "engine/generate.hpp"
 #include "model/model.hpp"
 #include "mpi/dist.hpp"
+#include "quant/quant.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -31,11 +34,13 @@ void run(const RunArgs& a) {
   std::unique_ptr<cli::AccelBackend> accel;
   std::unique_ptr<cli::LoadedQuant> q;
   std::unique_ptr<engine::Transformer> plain;
+  // A file from `fpgallm quantize` on its own runs as the quantized model it describes.
+  const std::string qfile = a.quant.empty() && quant::is_quantized_gguf(a.model) ? a.model : a.quant;
   if (a.backend == "accel") {
-    accel = cli::make_accel(m, a.quant, a.design);
+    accel = cli::make_accel(m, qfile, a.design);
     m.weights = model::Weights{};  // the kernels run the quantized copy: release the fp32 one
-  } else if (!a.quant.empty()) {
-    q = cli::load_quant(m, a.quant);
+  } else if (!qfile.empty()) {
+    q = cli::load_quant(m, qfile);
   } else {
     plain = std::make_unique<engine::Transformer>(m);
   }
@@ -63,6 +68,14 @@ void run(const RunArgs& a) {
     cli::print_json(j);
   } else {
     std::printf("\n");
+    if (a.steps > m.config.seq_len) {
+      const bool story_ended = g.tokens.back() == model::Tokenizer::kBos;
+      std::fprintf(stderr, "run: -n %d is more than the model's context length, %d positions: generation stops there%s\n",
+                   a.steps, m.config.seq_len,
+                   story_ended ? fmt::format(" (this one ended earlier, at position {}, where the model began a new "
+                                             "story)", g.tokens.size() - 1).c_str()
+                               : " (it did)");
+    }
     std::fprintf(stderr, "achieved tok/s: %f\n", tps);
   }
 }
@@ -71,16 +84,16 @@ void setup(CLI::App& root) {
   auto a = std::make_shared<RunArgs>();
   auto* cmd = root.add_subcommand("run", "Generate text from a model (llama2.c-compatible sampling)");
   cmd->add_option("model", a->model, "Checkpoint: llama2.c .bin, .gguf, or a safetensors folder")->required();
-  cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin (default: the model's own, or tokenizer.bin beside it)");
+  cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
   cmd->add_option("-i,--prompt", a->prompt, "Prompt text");
-  cmd->add_option("-n,--steps", a->steps, "Positions to run, prompt included (0 = the model's context)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--temperature", a->temperature, "0 = greedy")->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("-p,--topp", a->topp, "Nucleus sampling threshold (1 = off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("-n,--steps", a->steps, "Positions to run, prompt included (0 = the model's context; generation stops at the model's context)")->check(cli::kNonNegative);
+  cmd->add_option("-t,--temperature", a->temperature, "0 = greedy")->check(cli::between(0.0, 100.0));
+  cmd->add_option("-p,--topp", a->topp, "Nucleus sampling threshold (1 = off)")->check(cli::between(0.0, 1.0));
   cmd->add_option("-s,--seed", a->seed, "Random seed (0 = from the clock)");
   cmd->add_option("--backend", a->backend, "ref: the fp32 engine (simulated quantization with --quant); accel: the "
                                           "accelerator's HLS kernels in C simulation (needs --quant)")
       ->check(CLI::IsMember({"ref", "accel"}));
-  cmd->add_option("--design", a->design, "design.json of the accelerator for --backend accel (default: arch::Design{})");
+  cmd->add_option("--design", a->design, cli::design_help());
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run(*a); });

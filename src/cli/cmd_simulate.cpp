@@ -140,12 +140,12 @@ void setup(CLI::App& root) {
   cmd->add_option("model", a->model, "Checkpoint or preset name")->required();
   cmd->add_option("--design", a->design, "design.json (from fpgallm plan)")->required();
   cmd->add_option("--phase", a->phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
-  cmd->add_option("--prompt", a->prompt, "Prefill: prompt tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--prompt", a->prompt, "Prefill: prompt tokens")->check(cli::kPositive);
   cmd->add_option("--context", a->context, "Decode: positions attended by the new token (default: the design's context)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositive);
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace (Trace Event Format JSON)");
   cmd->add_flag("--trace-tasks", a->trace_tasks, "One trace event per tile task instead of per operation and unit");
-  cmd->add_option("--top", a->top, "Longest operations to list")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top", a->top, "Longest operations to list")->check(cli::kNonNegative);
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { simulate(*a); });
 }

@@ -102,20 +102,20 @@ void setup(CLI::App& root) {
       "example: fpgallm train models/stories260K.bin --data models/tinystories-valid-sample.txt --steps 200 --backend accel -o tuned.bin");
   cmd->add_option("model", a->model, "Checkpoint: llama2.c .bin, .gguf or safetensors folder (from fpgallm synth to train from scratch)")->required();
   cmd->add_option("--data", a->data, "Text file, one story per line")->required();
-  cmd->add_option("--steps", a->steps, "Optimizer steps (default 200)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", a->steps, "Optimizer steps (default 200)")->check(cli::kNonNegative);
   cmd->add_option("--batch", a->batch, "Sequences per step (default 8)")->check(CLI::Range(1, 4096));
   cmd->add_option("--seq", a->seq, "Tokens per sequence (default 64)")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--lr", a->lr, "AdamW learning rate (default 1e-5, constant: a fine-tuning rate; use ~1e-3 from synth weights)")->check(CLI::PositiveNumber);
-  cmd->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay on matrices and embeddings (default 0.1)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--clip", a->clip, "Global gradient-norm clip (default 1.0; 0 = off)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--beta1", a->beta1, "AdamW beta1 (default 0.9)")->check(CLI::Range(0.0, 0.999999));
-  cmd->add_option("--beta2", a->beta2, "AdamW beta2 (default 0.95)")->check(CLI::Range(0.0, 0.999999));
+  cmd->add_option("--lr", a->lr, "AdamW learning rate (default 1e-5, constant: a fine-tuning rate; use ~1e-3 from synth weights)")->check(cli::kPositive);
+  cmd->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay on matrices and embeddings (default 0.1)")->check(cli::kNonNegative);
+  cmd->add_option("--clip", a->clip, "Global gradient-norm clip (default 1.0; 0 = off)")->check(cli::kNonNegative);
+  cmd->add_option("--beta1", a->beta1, "AdamW beta1 (default 0.9)")->check(cli::between(0.0, 0.999999));
+  cmd->add_option("--beta2", a->beta2, "AdamW beta2 (default 0.95)")->check(cli::between(0.0, 0.999999));
   cmd->add_option("--backend", a->backend, "Matrix products: ref (fp32) or accel (int8 matrix unit, int32 accumulation)")
       ->check(CLI::IsMember({"ref", "accel"}));
-  cmd->add_option("--eval-every", a->eval_every, "Held-out loss every N steps (default 25)")->check(CLI::PositiveNumber);
+  cmd->add_option("--eval-every", a->eval_every, "Held-out loss every N steps (default 25)")->check(cli::kPositive);
   cmd->add_option("--heldout-tokens", a->heldout_tokens, "Evaluate on the first N held-out tokens (default 0 = all)");
   cmd->add_option("--seed", a->seed, "Seed of the batch sampler (default 1)");
-  cmd->add_option("-z,--tokenizer", a->tokenizer, "Tokenizer .bin (default: the model's own, or tokenizer.bin beside it)");
+  cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
   cmd->add_option("-o,--output", a->out, "Write the trained checkpoint here, in the input's format (llama2.c .bin, .gguf, safetensors folder)");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run_train(*a); });

@@ -29,6 +29,12 @@ void run(const ValidateArgs& a) {
                 r.kind.c_str(), r.device.c_str(), r.model.c_str(), (r.metric + " [" + r.unit + "]").c_str(), r.cards,
                 len.c_str(), r.measured, r.predicted, 100 * r.error);
   }
+  if (!v.resources.empty()) {
+    std::printf("\nresources (published design files through the resource model):\n");
+    for (const auto& r : v.resources)
+      std::printf("  line %-3d %-32s %-6s %-7s %-16s %10.0f %10.0f %+7.1f%%\n", r.line, r.source_id.c_str(), r.device.c_str(),
+                  r.resource.c_str(), r.published.c_str(), r.measured, r.predicted, 100 * r.error);
+  }
   if (!v.skipped.empty()) {
     std::printf("\nskipped (not predictable):\n");
     for (const auto& s : v.skipped)
@@ -39,6 +45,7 @@ void run(const ValidateArgs& a) {
   for (const auto& r : v.rows) (r.kind == "fpga" ? fpga : gpu)++;
   std::printf("\nmedian |error|: FPGA rows %.1f%% (%zu), GPU rows %.1f%% (%zu)\n", 100 * v.median_abs_error_fpga, fpga,
               100 * v.median_abs_error_gpu, gpu);
+  for (const auto& [kind, e] : v.median_abs_error_resource) std::printf("median |error| of %s counts: %.1f%%\n", kind.c_str(), 100 * e);
   std::printf("median |error| over all %zu predicted rows: %.1f%%\n", v.rows.size(), 100 * v.median_abs_error);
 }
 

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
 #include "mpi/dist.hpp"
+#include "report/format.hpp"
 #include "util/error.hpp"
 
 namespace cli {
@@ -35,21 +38,77 @@ void setup_commands(CLI::App& root) {
   for (const auto& e : r) e.setup(root);
 }
 
+namespace {
+
+// The number in s, or nullopt when s is not entirely one.
+std::optional<double> number(const std::string& s) {
+  std::size_t used = 0;
+  try {
+    const double v = std::stod(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+CLI::Validator bound(std::function<std::string(double)> check, std::string description) {
+  return CLI::Validator(
+      [check = std::move(check)](std::string& s) -> std::string {
+        const auto v = number(s);
+        return v ? check(*v) : fmt::format("'{}' is not a number", s);
+      },
+      std::move(description));
+}
+
+}  // namespace
+
+CLI::Validator at_least(double min) {
+  return bound([min](double v) { return v >= min ? "" : fmt::format("{:g} is below the minimum {:g}", v, min); },
+               fmt::format(">= {:g}", min));
+}
+
+CLI::Validator above(double min) {
+  return bound([min](double v) { return v > min ? "" : fmt::format("{:g} must be above {:g}", v, min); },
+               fmt::format("> {:g}", min));
+}
+
+CLI::Validator between(double lo, double hi) {
+  return bound([lo, hi](double v) { return v >= lo && v <= hi ? "" : fmt::format("{:g} is not between {:g} and {:g}", v, lo, hi); },
+               fmt::format("{:g} to {:g}", lo, hi));
+}
+
+double parse_budget(const std::string& s) {
+  std::string t;
+  for (char ch : s)
+    if (ch != '%' && ch != ' ') t += ch;
+  const auto v = t.empty() ? std::nullopt : number(t);
+  if (!v || !(*v >= -100) || *v > 1000)
+    throw fpgallm::InputError("--budget", "'" + s + "' is not a percentage between -100 and 1000");
+  return *v / 100.0;
+}
+
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
 
 Progress::Progress(std::string label, bool quiet)
-    : label_(std::move(label)), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+    : label_(std::move(label)), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+
+std::string Progress::line(std::size_t done, std::size_t total) const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::string s = fmt::format("{} {}/{} ({}%), {} so far", label_, done, total, 100 * done / total, report::duration(elapsed));
+  if (done > 0 && done < total) s += ", about " + report::duration(elapsed * double(total - done) / double(done)) + " left";
+  return s;
+}
 
 void Progress::update(std::size_t done, std::size_t total) {
   if (quiet_ || total == 0) return;
   if (tty_) {
-    std::fprintf(stderr, "\r%s %zu/%zu (%d%%)", label_.c_str(), done, total, static_cast<int>(100 * done / total));
+    std::fprintf(stderr, "\r%s\033[K", line(done, total).c_str());
     open_ = true;
   } else {
     int decile = static_cast<int>(10 * done / total);
     if (decile != last_decile_) {
       last_decile_ = decile;
-      std::fprintf(stderr, "%s %zu/%zu\n", label_.c_str(), done, total);
+      std::fprintf(stderr, "%s\n", line(done, total).c_str());
     }
   }
   std::fflush(stderr);
@@ -63,6 +122,28 @@ void Progress::finish() {
 }  // namespace cli
 
 namespace {
+
+// Help in the user's words: each option's default at the end of its description, "(default
+// 256)", unless the description says what the default is itself ("default: the model's").
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    std::string out;
+    if (opt->get_type_size() != 0) {
+      if (!opt->get_type_name().empty()) out += " " + get_label(opt->get_type_name());
+      if (opt->get_expected_max() == CLI::detail::expected_max_vector_size) out += " ...";
+      if (opt->get_required()) out += " " + get_label("REQUIRED");
+    }
+    for (const CLI::Option* o : opt->get_excludes()) out += " " + get_label("Excludes") + ": " + o->get_name();
+    return out;
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    std::string d = opt->get_description();
+    const std::string def = opt->get_default_str();
+    if (opt->get_type_size() != 0 && !def.empty() && d.find("default") == std::string::npos) d += " (default " + def + ")";
+    return d;
+  }
+};
 
 // Under mpirun a rank that fails ends the whole job (dist::abort_job), so the others never
 // wait forever in a collective; single-process runs return the status.
@@ -79,6 +160,8 @@ int main(int argc, char** argv) {
   CLI::App app{"fpgallm: take a transformer language model to an FPGA deployment"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fpgallm 0.1.0");
+  app.option_defaults()->always_capture_default();  // every option's help shows its default
+  app.formatter(std::make_shared<HelpFormatter>());
   cli::setup_commands(app);
   dist::size();  // initializes MPI when launched by mpirun
   try {

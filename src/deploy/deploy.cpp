@@ -110,12 +110,18 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   json quant_rows = json::array();
   std::optional<calib::QuantizeResult> chosen;
   std::optional<calib::QuantizeResult> best_loss;
+  std::optional<engine::Perplexity> fp32_held_out;  // measured by the first scheme, reused
   for (const auto& s : kAccelSchemes) {
     calib::QuantizeOptions qo;
     qo.scheme = s.scheme;
     qo.group = s.group;
     qo.budget = o.budget;
-    calib::QuantizeResult r = calib::quantize(m, tok, text, o.text, qo, progress);
+    qo.fp32_held_out = fp32_held_out;
+    const std::string scheme = quant::to_string(s.scheme);
+    calib::QuantizeResult r = calib::quantize(m, tok, text, o.text, qo, [&](const std::string& label, std::size_t d, std::size_t n) {
+      progress(scheme + ": " + label, d, n);
+    });
+    if (!fp32_held_out) fp32_held_out = r.fp32_held_out;
     const bool meets = r.rel_increase <= o.budget;
     log << fmt::format("  {}: held-out perplexity {:.4f} (fp32 {:.4f}, {:+.3f}%), {} weight bytes\n",
                        quant::to_string(s.scheme), r.perplexity, r.fp32_perplexity, 100 * r.rel_increase,
@@ -134,7 +140,7 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   }
   const bool budget_met = chosen.has_value();
   calib::QuantizeResult& q = chosen ? *chosen : *best_loss;
-  quant::save_gguf(q.qm, dir + "/model.q.gguf");
+  quant::save_gguf(q.qm, dir + "/model.q.gguf", &tok);  // with the vocabulary, so llama.cpp runs it too
   fpgallm::write_file_atomic(dir + "/plan.json", json(q.qm.plan).dump(2) + "\n");
 
   // 3. plan: the best design the accelerator backend can also run in C simulation.

@@ -151,7 +151,7 @@ perf::Prediction prediction_from(const json& j) {
 
 json candidate_wire(const Candidate& c, bool with_ops) {
   return {{"design", c.design}, {"prediction", prediction_wire(c.prediction, with_ops)}, {"binding", c.binding},
-          {"binding_fraction", c.binding_fraction}};
+          {"binding_fraction", c.binding_fraction}, {"price_usd", c.price_usd}};
 }
 
 Candidate candidate_from(const json& j) {
@@ -160,6 +160,7 @@ Candidate candidate_from(const json& j) {
   c.prediction = prediction_from(j.at("prediction"));
   c.binding = j.at("binding");
   c.binding_fraction = j.at("binding_fraction");
+  c.price_usd = j.at("price_usd");
   return c;
 }
 

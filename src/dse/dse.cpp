@@ -42,9 +42,21 @@ double score(const perf::Prediction& p, Objective o) {
   return worst;
 }
 
+bool scorable(const perf::Prediction& p, Objective o) { return std::isfinite(score(p, o)); }
+
+bool better(const Candidate& a, const Candidate& b, Objective o) {
+  const double sa = score(a.prediction, o), sb = score(b.prediction, o);
+  if (sa != sb) return sa > sb;
+  if (!std::isfinite(sa) && a.prediction.decode_tokens_per_s != b.prediction.decode_tokens_per_s)
+    return a.prediction.decode_tokens_per_s > b.prediction.decode_tokens_per_s;
+  return a.binding_fraction < b.binding_fraction;
+}
+
 namespace {
 
 constexpr double kGB = 1e9;
+
+double design_price_usd(const hw::Device& dev, int cards) { return dev.price_usd.has() ? *dev.price_usd * cards : 0; }
 
 std::int64_t pow2_ceil(double v) {
   std::int64_t p = 1;
@@ -103,6 +115,7 @@ DeviceResult explore_gpu(const hw::Device& dev, const Request& req, Objective ob
       c.design.device = dev.id;
       c.design.parallel.cards = cards;
       c.prediction = perf::predict_gpu(dev, w, cards, perf::GpuStack::graphs);
+      c.price_usd = design_price_usd(dev, cards);
       ++r.evaluated;
       r.ranked.push_back(c);
     } catch (const fpgallm::InputError& e) {
@@ -133,8 +146,14 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
                                     graph::to_string(prec)));
     return r;
   }
-  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) {
-    r.why_not.push_back("no off-chip memory bandwidth figure for " + dev.id + " in data/devices.json");
+  // A card without the figures a plan needs gets one line naming the figure.
+  const char* missing = nullptr;
+  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) missing = "off-chip memory bandwidth";
+  else if (!dev.memory.front().capacity_gb.has()) missing = "off-chip memory capacity";
+  else if (!dev.kernel_clock_mhz.has()) missing = "kernel clock";
+  else if (!dev.usable().lut.has() || !dev.usable().dsp.has() || !dev.usable().bram36.has()) missing = "fabric resources (LUT/DSP/BRAM)";
+  if (missing) {
+    r.why_not.push_back(fmt::format("{}: no {} figure in data/devices.json", dev.id, missing));
     return r;
   }
   const int weight_bits = prec.weight_bits <= 4 ? 4 : 8;
@@ -142,7 +161,8 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   r.method.push_back(fmt::format("1. bit widths from the scheme {}: {}-bit weights, 8-bit activations, {}-bit KV cache",
                                  graph::to_string(prec), weight_bits, kv_bits));
 
-  const double clock_mhz = std::min(dev.kernel_clock_mhz.or_else(300.0), dev.max_clock_mhz.or_else(1000.0));
+  // The clock the device family closes at (data/devices.json kernel_clock_mhz, cited there).
+  const double clock_mhz = std::min(*dev.kernel_clock_mhz, dev.max_clock_mhz.or_else(1000.0));
   const auto& pool = dev.memory.front();
   const int channels = pool.channels.has() ? std::max(1, int(*pool.channels)) : 1;
   const double weight_bytes = w.decode.model_weight_bytes();
@@ -152,6 +172,9 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   // 2. Bandwidth decides the useful MAC count: weights per cycle delivered x reuse.
   arch::Design probe;
   probe.clock_mhz = clock_mhz;
+  probe.memory.weight_channels = std::min(channels, 64);
+  probe.memory.kv_channels = 0;
+  probe.memory.activation_channels = 0;
   const double bw = perf::usable_bandwidth(probe, dev);
   const double reuse = std::min<double>(req.scenario.batch, 64);
   const double weights_per_cycle = bw / (clock_mhz * 1e6) * 8.0 / weight_bits;
@@ -173,10 +196,11 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
       shapes.emplace_back(rows, cols);
     }
   if (shapes.empty()) shapes = {{8, 32}, {16, 64}, {32, 64}};
-  r.method.push_back(fmt::format("3. matrix units from {} to {} MACs, tiles matched to {} x 512-bit ports; clock {:.0f} MHz "
-                                 "(derated 15% above 75% of any resource ceiling)",
+  r.method.push_back(fmt::format("3. matrix units from {} to {} MACs, tiles matched to {} x 512-bit ports; clock {:.0f} MHz, "
+                                 "what the device family closes at ({}), derated 15% above 75% of any resource ceiling",
                                  shapes.front().first * shapes.front().second,
-                                 shapes.back().first * shapes.back().second, channels, clock_mhz));
+                                 shapes.back().first * shapes.back().second, channels, clock_mhz,
+                                 dev.kernel_clock_mhz.source));
 
   const std::string residency = (resident ? fmt::format("4. weights ({:.2f} MB) fit on chip ({:.1f} MB usable): dataflow design with "
                                             "weights resident, no weight traffic",
@@ -247,6 +271,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
             Candidate c;
             c.design = d;
             c.prediction = perf::predict(d, dev, w);
+            c.price_usd = design_price_usd(dev, cards);
             if (!c.prediction.fits_memory) {
               ++r.rejected_memory;
               if (r.rejected_memory == 1) r.why_not.push_back(c.prediction.placement);
@@ -260,11 +285,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
           }
     }
   }
-  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
-    const double sa = score(a.prediction, obj), sb = score(b.prediction, obj);
-    if (sa != sb) return sa > sb;
-    return a.binding_fraction < b.binding_fraction;  // equal figures: the smaller design
-  });
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
   r.pareto = pareto_front(all);
   if (all.size() > 24) all.resize(24);
   r.ranked = std::move(all);
@@ -311,7 +332,7 @@ Exploration combine(std::vector<DeviceResult> results, const Request& req, Objec
   std::stable_sort(e.devices.begin(), e.devices.end(), [&](const DeviceResult& a, const DeviceResult& b) {
     if (a.fits() != b.fits()) return a.fits();
     if (!a.fits()) return false;
-    return score(a.best().prediction, obj) > score(b.best().prediction, obj);
+    return better(a.best(), b.best(), obj);
   });
 
   // Advice in plain words.
@@ -333,25 +354,35 @@ Exploration combine(std::vector<DeviceResult> results, const Request& req, Objec
                                      "reaches {:.0f} tokens/s",
                                      r.device, weights / 1e6, best.prediction.decode_tokens_per_s));
   }
-  // Bandwidth-bound at batch 1: a cheaper card may reach the same tokens/s.
+  // Bandwidth-bound at batch 1: a cheaper design may reach the same tokens/s. Prices are
+  // those of every card each design needs.
+  auto cards_price = [](const Candidate& c) {
+    return c.prediction.cards > 1 ? fmt::format("${:.0f} ({} cards)", c.price_usd, c.prediction.cards)
+                                  : fmt::format("${:.0f}", c.price_usd);
+  };
   for (const auto& r : e.devices) {
     if (!r.fits() || r.kind != hw::Kind::fpga || req.scenario.batch != 1) continue;
     const auto& p = r.best().prediction;
-    if (p.decode.memory_s < 0.5 * p.decode.seconds) continue;
-    const hw::Device* dev = hw::lookup_device(r.device);
-    if (!dev || !dev->price_usd.has()) continue;
+    if (p.decode.memory_s < 0.5 * p.decode.seconds || r.best().price_usd <= 0) continue;
     for (const auto& other : e.devices) {
       if (&other == &r || !other.fits() || other.kind != hw::Kind::fpga) continue;
-      const hw::Device* od = hw::lookup_device(other.device);
-      if (!od || !od->price_usd.has() || *od->price_usd >= *dev->price_usd) continue;
-      if (other.best().prediction.decode_tokens_per_s >= 0.9 * p.decode_tokens_per_s) {
+      const Candidate& o = other.best();
+      if (o.price_usd <= 0 || o.price_usd >= r.best().price_usd) continue;
+      if (o.prediction.decode_tokens_per_s >= 0.9 * p.decode_tokens_per_s) {
         e.advice.push_back(fmt::format("{} is bandwidth-bound at batch 1 ({:.0f} tokens/s); {} reaches {:.0f} tokens/s for "
-                                       "${:.0f} instead of ${:.0f}",
-                                       r.device, p.decode_tokens_per_s, other.device,
-                                       other.best().prediction.decode_tokens_per_s, *od->price_usd, *dev->price_usd));
+                                       "{} instead of {}",
+                                       r.device, p.decode_tokens_per_s, other.device, o.prediction.decode_tokens_per_s,
+                                       cards_price(o), cards_price(r.best())));
         break;
       }
     }
+  }
+  // Figures the objective needs and a device lacks: said once, never ranked as 0.
+  for (const auto& r : e.devices) {
+    if (!r.fits() || scorable(r.best().prediction, obj)) continue;
+    e.advice.push_back(fmt::format("{}: {} unknown (no figure in data/devices.json), so it is not ranked by {}: its designs "
+                                   "are ranked by decode tokens/s and listed after those with the figure",
+                                   r.device, obj == Objective::usd_per_mtoken ? "cost per token" : "power", to_string(obj)));
   }
   // Best FPGA against best GPU.
   const DeviceResult *fpga = nullptr, *gpu = nullptr;
@@ -360,17 +391,25 @@ Exploration combine(std::vector<DeviceResult> results, const Request& req, Objec
     if (r.kind == hw::Kind::fpga && !fpga) fpga = &r;
     if (r.kind == hw::Kind::gpu && !gpu) gpu = &r;
   }
+  auto energy = [](const perf::Prediction& p) {
+    return p.joules_per_token > 0 ? fmt::format("{:.3g} J/token", p.joules_per_token) : std::string("J/token unknown");
+  };
+  auto on = [](const DeviceResult& r) {
+    const int cards = r.best().prediction.cards;
+    return cards > 1 ? fmt::format("{} x{}", r.device, cards) : r.device;
+  };
   if (fpga && gpu)
-    e.advice.push_back(fmt::format("by {}: best FPGA {} ({:.1f} tokens/s, {:.3g} J/token), best GPU {} ({:.1f} tokens/s, "
-                                   "{:.3g} J/token, CUDA-graph serving stack)",
-                                   to_string(obj), fpga->device, fpga->best().prediction.decode_tokens_per_s,
-                                   fpga->best().prediction.joules_per_token, gpu->device,
-                                   gpu->best().prediction.decode_tokens_per_s, gpu->best().prediction.joules_per_token));
+    e.advice.push_back(fmt::format("by {}: best FPGA {} ({:.1f} tokens/s, {}), best GPU {} ({:.1f} tokens/s, {}, "
+                                   "CUDA-graph serving stack)",
+                                   to_string(obj), on(*fpga), fpga->best().prediction.decode_tokens_per_s,
+                                   energy(fpga->best().prediction), on(*gpu), gpu->best().prediction.decode_tokens_per_s,
+                                   energy(gpu->best().prediction)));
   return e;
 }
 
 void to_json(nlohmann::json& j, const Candidate& c) {
   j = {{"design", c.design}, {"prediction", perf::summary_json(c.prediction)}, {"binding_resource", c.binding}};
+  j["price_usd"] = c.price_usd > 0 ? nlohmann::json(c.price_usd) : nlohmann::json(nullptr);
 }
 
 void to_json(nlohmann::json& j, const DeviceResult& r) {

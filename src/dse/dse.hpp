@@ -40,7 +40,8 @@ struct Request {
 
 struct Candidate {
   arch::Design design;
-  perf::Prediction prediction;
+  perf::Prediction prediction;  // watts, J/token and USD/Mtok of all the design's cards
+  double price_usd = 0;         // purchase price of all the design's cards; 0 when unknown
   std::string binding;         // the resource closest to its ceiling ("dsp 62% of ceiling")
   double binding_fraction = 0; // used / ceiling of that resource
 };
@@ -60,8 +61,14 @@ struct DeviceResult {
   const Candidate& best() const { return ranked.front(); }
 };
 
-// Higher is better for every objective (latencies and costs are negated).
+// Higher is better for every objective (latencies and costs are negated); -infinity when
+// the prediction lacks the figure the objective needs (no power or price figure).
 double score(const perf::Prediction& p, Objective o);
+// Whether p has the figure objective o ranks by.
+bool scorable(const perf::Prediction& p, Objective o);
+// Best first by the objective; candidates it cannot score (unknown power or price) after
+// those it can, among themselves by decode tokens/s; equal figures: the smaller design.
+bool better(const Candidate& a, const Candidate& b, Objective o);
 
 // FPGA: the design-space search. GPU: the baseline on the fewest GPUs (up to 8) that hold
 // the model, with the CUDA-graph serving stack.

@@ -20,6 +20,10 @@ struct Perplexity {
 
 // One story per non-empty line, in file order.
 std::vector<std::string> split_stories(const std::string& text);
+// Where the held-out stories of a text of n stories begin: the first n / 2 calibrate or
+// train, the rest (one more when n is odd) are held out. quantize, deploy and train split
+// the same text the same way.
+inline std::size_t held_out_begin(std::size_t n_stories) { return n_stories / 2; }
 
 // Each story is tokenized with BOS; every token after BOS is predicted from its prefix.
 // A story longer than the model's context is evaluated in consecutive windows.

@@ -543,11 +543,14 @@ double Workload::model_weight_bytes() const {
   const double norm_params = (c.norm() == model::Norm::layer ? 2.0 : 1.0) * c.dim;
   bytes += (2.0 * c.n_layers + 1) * norm_params * kParamBytes;
   const int emb_bits = l.embedding_bits();
-  bytes += double(c.vocab_size) * c.dim * emb_bits / 8.0;
+  // A shared table is the classifier's matrix, stored with its scales as the classifier
+  // operation reads it.
+  bytes += c.shared_classifier ? l.matrix_bytes(c.vocab_size, c.dim, emb_bits, false)
+                               : double(c.vocab_size) * c.dim * emb_bits / 8.0;
   if (!c.uses_rope()) bytes += double(c.seq_len) * c.dim * emb_bits / 8.0;
   if (!c.shared_classifier) {
     const auto s = model::linear_shape(c, model::Linear::cls);
-    bytes += double(s.rows) * s.cols * precision.bits_for("cls") / 8.0;
+    bytes += l.matrix_bytes(s.rows, s.cols, precision.bits_for("cls"), false);
   }
   return bytes;
 }

@@ -105,7 +105,8 @@ const std::set<std::string> kDeviceKeys = {
     "lut_note", "dsp_type", "int8_macs_per_dsp", "int4_macs_per_dsp", "ai_engines", "onchip_mb", "slrs",
     "platform", "kernel_clock_mhz", "max_clock_mhz", "memory", "peak_int8_tops", "peak_int4_tops",
     "peak_fp16_tflops", "peak_bf16_tflops", "peak_fp32_tflops", "pcie", "pcie_gbps", "card_link",
-    "card_link_gbps", "memory_controller", "tdp_w", "static_w", "price_usd", "cloud_usd_per_hour", "notes"};
+    "card_link_gbps", "memory_controller", "tdp_w", "static_w", "price_usd", "cloud_usd_per_hour", "notes",
+    "host_cpu", "host_cpu_gflops"};
 
 Device read_device(const nlohmann::json& e, const std::string& path, const nlohmann::json& defaults) {
   Device d;
@@ -151,6 +152,8 @@ Device read_device(const nlohmann::json& e, const std::string& path, const nlohm
   d.static_w = r.figure(e, "static_w");
   d.price_usd = r.figure(e, "price_usd");
   d.cloud_usd_per_hour = r.figure(e, "cloud_usd_per_hour");
+  d.host_cpu = r.text(e, "host_cpu");
+  d.host_cpu_gflops = r.figure(e, "host_cpu_gflops");
 
   if (auto it = e.find("memory"); it != e.end()) {
     if (!it->is_array()) r.fail("memory: expected a list");
@@ -335,6 +338,8 @@ void to_json(nlohmann::json& j, const Device& d) {
   j["static_w"] = d.static_w;
   j["price_usd"] = d.price_usd;
   j["cloud_usd_per_hour"] = d.cloud_usd_per_hour;
+  j["host_cpu"] = text_json(d.host_cpu);
+  j["host_cpu_gflops"] = d.host_cpu_gflops;
   if (!d.notes.empty()) j["notes"] = d.notes;
 }
 

@@ -115,6 +115,12 @@ struct Device {
   Figure static_w;                  // idle/static board power
   Figure price_usd;
   Figure cloud_usd_per_hour;        // on-demand price of one card in a public cloud
+
+  // The processor that runs operators a design leaves off the fabric: an embedded one
+  // ("embedded: 4x Arm Cortex-A53") on SoC boards; empty on PCIe cards (a server host).
+  Text host_cpu;
+  Figure host_cpu_gflops;           // its peak fp32 throughput
+  bool embedded_host() const { return host_cpu.has() && host_cpu.value->rfind("embedded", 0) == 0; }
   std::string notes;
 
   // Sums over `memory`.

@@ -123,6 +123,7 @@ constexpr double kFinnLutScale = 1.1;     // FINN lut_estimation c1
 constexpr int kRequantScaleBits = 16;     // fixed-point scale multiplier width
 constexpr double kRequantDsp = 2;         // 32 x 16-bit product does not fit one 27 x 18 (or 27 x 24) multiplier
 constexpr double kLaneDsp = 1;            // one fixed-point multiplier per vector lane
+constexpr double kFp16MacDsp = 3;         // fp16 multiply (1) + add (2), PG060 full DSP usage
 constexpr double kLaneLut = 400;          // adder, max/compare, shifter and muxes of one 32-bit lane
 constexpr double kLaneFf = 300;
 constexpr double kSpecialFnLut = 1500;    // shared reciprocal / inverse square root (iterative, fixed point)
@@ -154,8 +155,8 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     throw fpgallm::InputError(
         dev.id, "has no sourced LUT/FF/DSP/BRAM figures in data/devices.json; the resource model cannot size a design for it");
   const bool amd = dev.dsp_type.has() && (dev.dsp_type.value->find("DSP48E2") != std::string::npos || is_dsp58(dev));
-  if (!amd)
-    throw fpgallm::InputError(dev.id, "has no DSP48E2/DSP58 fabric; the resource model covers AMD fabrics only");
+  if (!amd && !dev.int8_macs_per_dsp.has())
+    throw fpgallm::InputError(dev.id, "has no DSP packing figure (int8_macs_per_dsp) in data/devices.json");
 
   Utilization u;
   u.device = dev.id;
@@ -171,13 +172,22 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
   {
     Resources r;
     std::string packing;
-    if (W_mac <= 8 && A <= 8 && is_dsp58(dev)) {
+    if (!amd) {  // Intel variable-precision DSP or AI tensor block: int8_macs_per_dsp MACs per block
+      const double per = W_mac <= 8 && A <= 8 ? *dev.int8_macs_per_dsp : 1.0;
+      r.dsp = std::ceil(double(R) * C / per);
+      packing = fmt::format("ceil(R x C / {:g}): {} ({})", per, dev.dsp_type.has() ? *dev.dsp_type : "DSP block",
+                            dev.int8_macs_per_dsp.source);
+    } else if (W_mac <= 8 && A <= 8 && is_dsp58(dev)) {
       r.dsp = double(R) * std::ceil(C / 3.0);
       packing = "R x ceil(C/3): DSP58 INT8 three-element dot product (AM004; FINN mvu_8sx9)";
     } else if (W_mac <= 8 && A <= 8) {
       const double per = dev.int8_macs_per_dsp.or_else(1);
       r.dsp = std::ceil(R / per) * C;
       packing = fmt::format("ceil(R/{:g}) x C: {:g} int8 MACs sharing the activation per DSP48E2 (WP486; FINN mvu_8sx8u)", per, per);
+    } else if (W == 16 && A == 16) {
+      r.dsp = double(R) * C * kFp16MacDsp;
+      packing = "R x C x 3: an fp16 multiplier (1 DSP) and adder (2 DSP) per MAC at full DSP usage (AMD PG060 "
+                "Floating-Point Operator resource tables) [recalled]";
     } else {
       r.dsp = double(R) * C * std::ceil((W + A) / 48.0);
       packing = "R x C x ceil((W+A)/48): one multiplier per MAC (FINN dsp_estimation)";
@@ -210,11 +220,11 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     const int L = d.vector_unit.lanes;
     const double table_bits = std::pow(2.0, d.vector_unit.exp_table_bits) * 16;  // 16-bit entries
     Resources r;
-    r.dsp = kLaneDsp * L + kSpecialFnDsp;
+    r.dsp = (A >= 16 ? kFp16MacDsp : kLaneDsp) * L + kSpecialFnDsp;
     r.lut = L * (kLaneLut + std::ceil(table_bits / 64.0)) + kSpecialFnLut;  // exp table in LUTRAM, 64 bits per LUT
     r.ff = L * kLaneFf + kSpecialFnFf;
     add("vector unit", r,
-        fmt::format("{} lanes x (1 DSP, 400 LUT, 300 FF, exp table of 2^{} x 16 bit in LUTRAM) + shared "
+        fmt::format("{} lanes x (1 DSP, 3 for fp16 activations, 400 LUT, 300 FF, exp table of 2^{} x 16 bit in LUTRAM) + shared "
                     "reciprocal/rsqrt (4 DSP, 1500 LUT, 1500 FF) [assumption]",
                     L, d.vector_unit.exp_table_bits));
   }
@@ -266,14 +276,16 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     const int channels = d.memory.weight_channels + d.memory.kv_channels + d.memory.activation_channels;
     const MemoryPool* pool = dev.memory.empty() ? nullptr : &dev.memory.front();
     const bool hbm = pool && is_hbm(*pool);
-    const int width = hbm ? 256 : 512;  // HBM pseudo-channel AXI port 256 bits (UG1393); DDR 512 bits
+    const int width = d.memory.port_bits;  // the design's AXI port per channel
+    const double scale = 0.5 + 0.5 * width / 512.0;  // control half fixed, datapath half with the width [assumption]
     Resources per;
-    per.lut = kAxiMasterLut;
-    per.ff = kAxiMasterFf;
+    per.lut = kAxiMasterLut * scale;
+    per.ff = kAxiMasterFf * scale;
     per.bram36 = blocks_for_memory(width, kAxiReadDepth, false);
     add(fmt::format("memory interfaces x{}", channels), per * channels,
-        fmt::format("per channel: m_axi adapter + burst DMA (1800 LUT, 3000 FF [assumption]) and a {}-bit x {} read "
-                    "buffer ({} BRAM36; UG1399 default burst 16 x 16 outstanding)",
+        fmt::format("per channel: m_axi adapter + burst DMA (1800 LUT, 3000 FF at 512 bits, half of it scaling with the "
+                    "port width [assumption]) and a {}-bit x {} read buffer ({} BRAM36; UG1399 default burst 16 x 16 "
+                    "outstanding)",
                     width, kAxiReadDepth, per.bram36));
     const bool hard = dev.memory_controller.has() && dev.memory_controller.value->rfind("hard", 0) == 0;
     if (hard) {
@@ -290,6 +302,32 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
 
   add("control", Resources{kControlLut, kControlFf, 0, kControlBram, 0},
       "instruction fetch/decode, address generators, AXI-lite registers, instruction memory [assumption]");
+
+  // Stored weights narrower than the MAC operand, or N:M sparse: a decoder per MAC input
+  // unpacks the stored width (a shifter/mux of `bits` LUTs) and, for N:M, selects the
+  // activation each kept weight multiplies (an M:1 mux of A bits, M/4 LUT6 per bit).
+  const bool decode = (d.weights.bits > 0 && d.weights.bits != W) || d.weights.sparse_n > 0;
+  if (decode) {
+    const double bits = d.weights.bits > 0 ? d.weights.bits : W;
+    const double mux = d.weights.sparse_n > 0 ? A * std::ceil(d.weights.sparse_m / 4.0) : 0;
+    Resources r;
+    r.lut = double(R) * C * (std::ceil(bits) + mux);
+    r.ff = double(R) * C * std::ceil(bits);
+    add("weight decoder", r,
+        fmt::format("R x C x (ceil({:g}) unpack LUTs{}) and one register per stored bit [assumption]", bits,
+                    d.weights.sparse_n > 0 ? fmt::format(" + {}:{} activation select, A x ceil(M/4) LUTs", d.weights.sparse_n,
+                                                         d.weights.sparse_m)
+                                           : std::string()));
+  }
+  // Each compute unit (one per SLR) has its own matrix unit, requantizers, vector unit,
+  // buffers, decoder and control; the memory interfaces are counted once per channel.
+  if (d.compute_units > 1)
+    for (auto& p : u.parts) {
+      if (p.name.rfind("memory interfaces", 0) == 0 || p.name == "HBM subsystem" || p.name.rfind("DDR controllers", 0) == 0)
+        continue;
+      p.use = p.use * d.compute_units;
+      p.formula += fmt::format("; x {} compute units", d.compute_units);
+    }
   if (d.parallel.cards > 1)
     add("card-to-card network", kFinnEth, "FINN util/platforms.py ETH_RESOURCE_REQUIREMENTS (VNx UDP stack)");
 
@@ -321,10 +359,11 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
   // One matrix unit placed across SLRs crosses super-long lines; flag it.
   double largest_slr_dsp = 0;
   for (const auto& s : dev.slrs) largest_slr_dsp = std::max(largest_slr_dsp, s.available.dsp.or_else(0));
-  if (largest_slr_dsp > 0 && u.parts.front().use.dsp > pf.dsp_ceiling * largest_slr_dsp)
+  const double unit_dsp = u.parts.front().use.dsp / d.compute_units;
+  if (largest_slr_dsp > 0 && unit_dsp > pf.dsp_ceiling * largest_slr_dsp)
     u.assumptions.push_back(fmt::format(
         "the matrix unit's {:.0f} DSPs exceed one SLR's {:.0f} allowed: it spans SLRs (expect a lower clock)",
-        u.parts.front().use.dsp, pf.dsp_ceiling * largest_slr_dsp));
+        unit_dsp, pf.dsp_ceiling * largest_slr_dsp));
   return u;
 }
 

@@ -1,4 +1,5 @@
 #include "model/gguf.hpp"
+#include "model/ggml_quants.hpp"
 
 #include <unistd.h>
 
@@ -49,21 +50,32 @@ std::optional<TypeTraits> type_traits(GgmlType t) {
     case GgmlType::bf16: return TypeTraits{"BF16", 1, 2, true};
     case GgmlType::q4_0: return TypeTraits{"Q4_0", 32, 18, true};
     case GgmlType::q4_1: return TypeTraits{"Q4_1", 32, 20, true};
-    case GgmlType::q5_0: return TypeTraits{"Q5_0", 32, 22, false};
-    case GgmlType::q5_1: return TypeTraits{"Q5_1", 32, 24, false};
+    case GgmlType::q5_0: return TypeTraits{"Q5_0", 32, 22, true};
+    case GgmlType::q5_1: return TypeTraits{"Q5_1", 32, 24, true};
     case GgmlType::q8_0: return TypeTraits{"Q8_0", 32, 34, true};
     case GgmlType::q8_1: return TypeTraits{"Q8_1", 32, 36, false};
-    case GgmlType::q2_k: return TypeTraits{"Q2_K", 256, 84, false};
-    case GgmlType::q3_k: return TypeTraits{"Q3_K", 256, 110, false};
-    case GgmlType::q4_k: return TypeTraits{"Q4_K", 256, 144, false};
-    case GgmlType::q5_k: return TypeTraits{"Q5_K", 256, 176, false};
-    case GgmlType::q6_k: return TypeTraits{"Q6_K", 256, 210, false};
+    case GgmlType::q2_k: return TypeTraits{"Q2_K", 256, 84, true};
+    case GgmlType::q3_k: return TypeTraits{"Q3_K", 256, 110, true};
+    case GgmlType::q4_k: return TypeTraits{"Q4_K", 256, 144, true};
+    case GgmlType::q5_k: return TypeTraits{"Q5_K", 256, 176, true};
+    case GgmlType::q6_k: return TypeTraits{"Q6_K", 256, 210, true};
     case GgmlType::q8_k: return TypeTraits{"Q8_K", 256, 292, false};
+    case GgmlType::iq2_xxs: return TypeTraits{"IQ2_XXS", 256, 66, false};
+    case GgmlType::iq2_xs: return TypeTraits{"IQ2_XS", 256, 74, false};
+    case GgmlType::iq3_xxs: return TypeTraits{"IQ3_XXS", 256, 98, false};
+    case GgmlType::iq1_s: return TypeTraits{"IQ1_S", 256, 50, false};
+    case GgmlType::iq4_nl: return TypeTraits{"IQ4_NL", 32, 18, true};
+    case GgmlType::iq3_s: return TypeTraits{"IQ3_S", 256, 110, false};
+    case GgmlType::iq2_s: return TypeTraits{"IQ2_S", 256, 82, false};
+    case GgmlType::iq4_xs: return TypeTraits{"IQ4_XS", 256, 136, true};
     case GgmlType::i8: return TypeTraits{"I8", 1, 1, false};
     case GgmlType::i16: return TypeTraits{"I16", 1, 2, false};
     case GgmlType::i32: return TypeTraits{"I32", 1, 4, false};
     case GgmlType::i64: return TypeTraits{"I64", 1, 8, false};
     case GgmlType::f64: return TypeTraits{"F64", 1, 8, false};
+    case GgmlType::iq1_m: return TypeTraits{"IQ1_M", 256, 56, false};
+    case GgmlType::tq1_0: return TypeTraits{"TQ1_0", 256, 54, false};
+    case GgmlType::tq2_0: return TypeTraits{"TQ2_0", 256, 66, false};
   }
   return std::nullopt;
 }
@@ -71,6 +83,14 @@ std::optional<TypeTraits> type_traits(GgmlType t) {
 std::string type_name(GgmlType t) {
   if (auto tr = type_traits(t)) return tr->name;
   return fmt::format("type {}", static_cast<std::uint32_t>(t));
+}
+
+std::string dequantizable_type_names() {
+  std::string names;
+  for (std::uint32_t t = 0; t < 64; ++t)
+    if (auto tr = type_traits(static_cast<GgmlType>(t)); tr && tr->dequantizable)
+      names += (names.empty() ? "" : ", ") + std::string(tr->name);
+  return names;
 }
 
 std::optional<std::uint64_t> byte_size(GgmlType t, std::uint64_t n_elements) {
@@ -171,31 +191,9 @@ void dequantize(GgmlType type, std::span<const std::uint8_t> bytes, std::span<fl
     case GgmlType::bf16:
       for (std::size_t i = 0; i < n; ++i) out[i] = bf16_to_float(load_u16(p + 2 * i));
       return;
-    case GgmlType::q8_0:
-      for (std::size_t b = 0; b < n / kQK; ++b, p += 34) {
-        const float d = fp16_to_float(load_u16(p));
-        for (int j = 0; j < kQK; ++j) out[b * kQK + j] = static_cast<float>(static_cast<std::int8_t>(p[2 + j])) * d;
-      }
-      return;
-    case GgmlType::q4_0:
-      for (std::size_t b = 0; b < n / kQK; ++b, p += 18) {
-        const float d = fp16_to_float(load_u16(p));
-        for (int j = 0; j < kQK / 2; ++j) {
-          out[b * kQK + j] = static_cast<float>((p[2 + j] & 0x0F) - 8) * d;
-          out[b * kQK + j + 16] = static_cast<float>((p[2 + j] >> 4) - 8) * d;
-        }
-      }
-      return;
-    case GgmlType::q4_1:
-      for (std::size_t b = 0; b < n / kQK; ++b, p += 20) {
-        const float d = fp16_to_float(load_u16(p)), m = fp16_to_float(load_u16(p + 2));
-        for (int j = 0; j < kQK / 2; ++j) {
-          out[b * kQK + j] = static_cast<float>(p[4 + j] & 0x0F) * d + m;
-          out[b * kQK + j + 16] = static_cast<float>(p[4 + j] >> 4) * d + m;
-        }
-      }
-      return;
-    default: break;
+    default:
+      if (dequantize_blocks(type, p, n / tr->block, out.data())) return;
+      break;
   }
   throw std::invalid_argument("cannot dequantize ggml " + type_name(type));
 }
@@ -637,8 +635,8 @@ std::span<const std::uint8_t> Reader::tensor_bytes(const TensorInfo& t) const {
 std::vector<float> Reader::tensor_floats(const TensorInfo& t) const {
   auto tr = type_traits(t.type);
   if (!tr || !tr->dequantizable)
-    fail(fmt::format("tensor '{}' has ggml type {}, which fpgallm cannot dequantize (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
-                     t.name, type_name(t.type)));
+    fail(fmt::format("tensor '{}' has ggml type {}, which fpgallm cannot dequantize ({})", t.name, type_name(t.type),
+                     dequantizable_type_names()));
   std::vector<float> out(static_cast<std::size_t>(t.n_elements));
   dequantize(t.type, tensor_bytes(t), out);
   return out;

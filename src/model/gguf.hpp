@@ -1,7 +1,8 @@
 #pragma once
 // GGUF (ggml's model file format, versions 2 and 3): a memory-mapped reader that exposes
-// every metadata key/value and tensor, a writer, and the ggml block formats F32, F16,
-// BF16, Q8_0, Q4_0 and Q4_1 (dequantize, and quantize as llama.cpp's reference code does).
+// every metadata key/value and tensor, a writer, and ggml's tensor types: F32, F16, BF16
+// and the block formats of ggml_quants.hpp are dequantized; F32, F16, BF16, Q8_0, Q4_0 and
+// Q4_1 are also quantized as llama.cpp's reference code does.
 //
 // Layout (little-endian): "GGUF", u32 version, u64 tensor count, u64 key/value count;
 // key/values (string key, u32 value type, value); tensor infos (string name, u32 n_dims,
@@ -32,7 +33,8 @@ const char* to_string(ValueType t);
 enum class GgmlType : std::uint32_t {
   f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, q8_1 = 9,
   q2_k = 10, q3_k = 11, q4_k = 12, q5_k = 13, q6_k = 14, q8_k = 15,
-  i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, bf16 = 30,
+  iq2_xxs = 16, iq2_xs = 17, iq3_xxs = 18, iq1_s = 19, iq4_nl = 20, iq3_s = 21, iq2_s = 22, iq4_xs = 23,
+  i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, iq1_m = 29, bf16 = 30, tq1_0 = 34, tq2_0 = 35,
 };
 
 struct TypeTraits {
@@ -45,6 +47,8 @@ struct TypeTraits {
 std::optional<TypeTraits> type_traits(GgmlType t);
 // "Q8_0", or "type 123" for an unknown number.
 std::string type_name(GgmlType t);
+// The names of the types dequantize() reads, comma-separated (for error messages).
+std::string dequantizable_type_names();
 // Bytes of n elements of type t; nullopt for an unknown type or n not a multiple of the block.
 std::optional<std::uint64_t> byte_size(GgmlType t, std::uint64_t n_elements);
 
@@ -177,11 +181,7 @@ std::uint16_t float_to_fp16(float f);
 float bf16_to_float(std::uint16_t b);
 std::uint16_t float_to_bf16(float f);
 
-// Block layouts (32 elements each):
-//   Q8_0: fp16 d, int8 q[32];            x = d * q
-//   Q4_0: fp16 d, u8 qs[16];             x = d * (nibble - 8); low nibbles of qs hold
-//                                        elements 0..15, high nibbles 16..31
-//   Q4_1: fp16 d, fp16 m, u8 qs[16];     x = d * nibble + m (same nibble order)
+// Block layouts: ggml_quants.hpp.
 // dequantize: out.size() elements from bytes; throws std::invalid_argument when the type is
 // not dequantizable or the sizes disagree.
 void dequantize(GgmlType type, std::span<const std::uint8_t> bytes, std::span<float> out);

@@ -15,19 +15,6 @@ namespace {
 
 constexpr const char* kSpaceMarker = "\xE2\x96\x81";  // U+2581, SentencePiece's visible space
 
-// llama.cpp's llama_ftype values for general.file_type.
-std::uint32_t file_type_of(gguf::GgmlType t) {
-  switch (t) {
-    case gguf::GgmlType::f32: return 0;
-    case gguf::GgmlType::f16: return 1;
-    case gguf::GgmlType::q4_0: return 2;
-    case gguf::GgmlType::q4_1: return 3;
-    case gguf::GgmlType::q8_0: return 7;
-    case gguf::GgmlType::bf16: return 32;
-    default: return 0;
-  }
-}
-
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   std::size_t at = 0;
   while ((at = s.find(from, at)) != std::string::npos) {
@@ -51,6 +38,27 @@ int checked_int(const gguf::Reader& r, const std::string& key, std::optional<std
 }
 
 }  // namespace
+
+std::uint32_t llama_file_type(gguf::GgmlType t) {
+  switch (t) {
+    case gguf::GgmlType::f32: return 0;
+    case gguf::GgmlType::f16: return 1;
+    case gguf::GgmlType::q4_0: return 2;
+    case gguf::GgmlType::q4_1: return 3;
+    case gguf::GgmlType::q8_0: return 7;
+    case gguf::GgmlType::q5_0: return 8;
+    case gguf::GgmlType::q5_1: return 9;
+    case gguf::GgmlType::q2_k: return 10;
+    case gguf::GgmlType::q3_k: return 12;  // Q3_K_M
+    case gguf::GgmlType::q4_k: return 15;  // Q4_K_M
+    case gguf::GgmlType::q5_k: return 17;  // Q5_K_M
+    case gguf::GgmlType::q6_k: return 18;
+    case gguf::GgmlType::iq4_nl: return 25;
+    case gguf::GgmlType::iq4_xs: return 30;
+    case gguf::GgmlType::bf16: return 32;
+    default: return 0;
+  }
+}
 
 std::string gguf_tensor_name(int layer, Linear l) {
   if (l == Linear::cls) return "output.weight";
@@ -184,8 +192,8 @@ Model load_gguf(const gguf::Reader& r) {
                          fmt::join(dims, ", ")));
     auto tr = gguf::type_traits(t.type);
     if (!tr || !tr->dequantizable)
-      r.fail(fmt::format("tensor '{}' has ggml type {}, which fpgallm cannot dequantize (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
-                         name, gguf::type_name(t.type)));
+      r.fail(fmt::format("tensor '{}' has ggml type {}, which fpgallm cannot dequantize ({})", name,
+                         gguf::type_name(t.type), gguf::dequantizable_type_names()));
     loads.push_back({&t, nullptr});
   };
   const auto dim = static_cast<std::uint64_t>(c.dim);
@@ -225,7 +233,7 @@ void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_ty
                                                 tokenizer->vocab_size(), c.vocab_size));
   gguf::Writer w;
   put_llama_metadata(w, c);
-  w.set("general.file_type", gguf::Value::u32(file_type_of(matrix_type)));
+  w.set("general.file_type", gguf::Value::u32(llama_file_type(matrix_type)));
   if (tokenizer) put_tokenizer_metadata(w, *tokenizer);
 
   auto as_bytes = [](const std::vector<float>& v) {

@@ -19,6 +19,10 @@ std::string gguf_tensor_name(int layer, Linear l);
 // GGUF dims of a row-major [rows][cols] matrix: {cols, rows}.
 std::vector<std::uint64_t> gguf_matrix_dims(MatrixShape s);
 
+// llama.cpp's llama_ftype (general.file_type) of a file whose matrices are mostly of type t
+// (0, all F32, for a type without one).
+std::uint32_t llama_file_type(gguf::GgmlType t);
+
 // general.architecture, general.name and the llama.* hyper-parameters of c.
 void put_llama_metadata(gguf::Writer& w, const Config& c);
 // tokenizer.ggml.model = "llama", tokens ("▁" for space), scores, token_type, bos/eos/unk ids.

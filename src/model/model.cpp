@@ -10,6 +10,7 @@
 
 #include "model/presets.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 #include "util/mapped_file.hpp"
 #include "util/paths.hpp"
 
@@ -217,20 +218,67 @@ void save_llama2c(const Model& m, const std::string& path) {
   fpgallm::write_file_atomic(path, out);
 }
 
+namespace {
+
+// What load() says about a path that is not there: a preset gets one line saying that the
+// command needs weights and how to make them.
+[[noreturn]] void throw_missing_checkpoint(const std::string& path) {
+  if (auto preset = find_preset(path))
+    throw fpgallm::InputError(path, fmt::format("is a preset, a shape without weights; this command needs weights: "
+                                                "`fpgallm synth --preset {} -o {}.gguf` writes random ones",
+                                                preset->name, preset->name));
+  throw fpgallm::InputError(path, "no such file or directory");
+}
+
+std::filesystem::path manifest_file(const std::filesystem::path& checkpoint) {
+  std::error_code ec;
+  return std::filesystem::is_directory(checkpoint, ec) ? checkpoint / "manifest.json"
+                                                       : checkpoint.parent_path() / (checkpoint.stem().string() + ".manifest.json");
+}
+
+}  // namespace
+
+Manifest manifest_for(const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(checkpoint, ec)) throw_missing_checkpoint(checkpoint);
+  const fs::path file = manifest_file(checkpoint);
+  Manifest out;
+  if (!fs::exists(file, ec)) return out;
+  out.path = file.string();
+  const nlohmann::json j = fpgallm::read_json_file(out.path, "the model manifest");
+  if (!j.is_object()) throw fpgallm::InputError(out.path, "a model manifest is a JSON object");
+  auto entry = [&](const char* key) -> std::string {
+    if (!j.contains(key)) return "";
+    if (!j[key].is_string()) throw fpgallm::InputError(out.path, fmt::format("\"{}\" must be a file name", key));
+    const fs::path named = file.parent_path() / j[key].get<std::string>();
+    if (!fs::exists(named, ec))
+      throw fpgallm::InputError(out.path, fmt::format("names {} {}, which does not exist", key, named.string()));
+    return named.string();
+  };
+  out.tokenizer = entry("tokenizer");
+  out.text = entry("text");
+  return out;
+}
+
 Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path) {
   if (!tokenizer_path.empty()) return Tokenizer::load_llama2c(tokenizer_path, m.config.vocab_size);
   if (m.tokenizer) return *m.tokenizer;
+  if (m.source_path.empty()) throw fpgallm::InputError(m.config.name, "has no tokenizer; pass one with -z");
+  const Manifest manifest = manifest_for(m.source_path);
+  if (!manifest.tokenizer.empty()) return Tokenizer::load_llama2c(manifest.tokenizer, m.config.vocab_size);
   // Beside a file, or inside a checkpoint folder.
   const std::filesystem::path source(m.source_path);
   std::error_code ec;
   auto beside = (std::filesystem::is_directory(source, ec) ? source : source.parent_path()) / "tokenizer.bin";
   if (std::filesystem::exists(beside)) return Tokenizer::load_llama2c(beside.string(), m.config.vocab_size);
-  throw fpgallm::InputError(m.source_path, "has no tokenizer inside and none beside it; pass one with -z");
+  throw fpgallm::InputError(m.source_path, "has no tokenizer inside, no " + manifest_file(source).filename().string() +
+                                               " naming one and no tokenizer.bin beside it; pass one with -z");
 }
 
 Model load(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw fpgallm::InputError(path, "no such file or directory");
+  if (::stat(path.c_str(), &st) != 0) throw_missing_checkpoint(path);
   if (S_ISDIR(st.st_mode)) return load_safetensors_dir(path);
   if (std::filesystem::path(path).extension() == ".gguf") return load_gguf(path);
   fpgallm::MappedFile probe(path);

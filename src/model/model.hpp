@@ -72,14 +72,31 @@ struct Model {
 Weights allocate_weights(const Config& c);
 
 // Loads any supported checkpoint: a llama2.c .bin, a .gguf, or a folder with config.json
-// and *.safetensors. Throws fpgallm::InputError naming the file and the problem.
+// and *.safetensors. Throws fpgallm::InputError naming the file and the problem; for a
+// preset name, one line saying that the command needs weights and how to make some.
 Model load(const std::string& path);
 
 // A preset name (see presets.hpp) gives a config-only model; anything else is loaded.
 Model load_or_preset(const std::string& path_or_preset);
 
+// What a small manifest beside a checkpoint says about it: `<stem>.manifest.json` next to
+// the file `<stem>.<ext>`, or `manifest.json` inside a checkpoint folder, with paths
+// relative to the manifest's folder, every key optional:
+//   {"tokenizer": "tok512.bin", "text": "tinystories-valid-sample.txt"}
+// tokenizer: the model's llama2.c tokenizer; text: text of the model's domain, one story
+// per line (deploy's default calibration and held-out text). Paths come back resolved.
+struct Manifest {
+  std::string path;       // the manifest file; empty when the checkpoint has none
+  std::string tokenizer;  // empty when not named
+  std::string text;
+};
+// Throws fpgallm::InputError naming the manifest when it is malformed or names a file that
+// does not exist, and as load() does when `checkpoint` does not exist.
+Manifest manifest_for(const std::string& checkpoint);
+
 // The tokenizer to use with m: the file given (checked against the model's vocabulary),
-// else the one inside the checkpoint, else "tokenizer.bin" beside it.
+// else the one inside the checkpoint, else the one its manifest names, else
+// "tokenizer.bin" beside it.
 Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path);
 
 Model load_llama2c(const std::string& path);

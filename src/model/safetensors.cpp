@@ -124,7 +124,10 @@ void File::read_floats(const TensorInfo& t, std::span<float> out) const {
   else throw fpgallm::InputError(source_, fmt::format("tensor '{}' has dtype {} (F32, F16 or BF16 supported)", t.name, t.dtype));
 }
 
-std::string serialize_f32(const std::vector<NamedTensor>& tensors) {
+std::string serialize(const std::vector<NamedTensor>& tensors, const std::string& dtype) {
+  if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
+    throw std::invalid_argument("safetensors: cannot write dtype '" + dtype + "' (F32, F16, BF16)");
+  const std::size_t esize = dtype_size(dtype);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   header["__metadata__"] = {{"format", "pt"}};
   std::uint64_t offset = 0;
@@ -132,8 +135,8 @@ std::string serialize_f32(const std::vector<NamedTensor>& tensors) {
     std::uint64_t n = 1;
     for (auto d : t.shape) n *= d;
     if (n != t.data.size()) throw std::invalid_argument("safetensors: shape of '" + t.name + "' disagrees with its data");
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * 4}}};
-    offset += n * 4;
+    header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * esize}}};
+    offset += n * esize;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data 8-byte aligned, as the reference writer does
@@ -142,7 +145,17 @@ std::string serialize_f32(const std::vector<NamedTensor>& tensors) {
   const std::uint64_t n = text.size();
   out.append(reinterpret_cast<const char*>(&n), 8);
   out += text;
-  for (const auto& t : tensors) out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
+  for (const auto& t : tensors) {
+    if (dtype == "F32") {
+      out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
+      continue;
+    }
+    for (float v : t.data) {
+      const std::uint16_t h = dtype == "F16" ? gguf::float_to_fp16(v) : gguf::float_to_bf16(v);
+      out.push_back(static_cast<char>(h & 0xFF));
+      out.push_back(static_cast<char>(h >> 8));
+    }
+  }
   return out;
 }
 
@@ -204,7 +217,8 @@ Config config_from_hf_json(const std::string& text, const std::string& source) {
   return c;
 }
 
-std::string hf_config_json(const Config& c) {
+std::string hf_config_json(const Config& c, const std::string& dtype) {
+  const char* torch_dtype = dtype == "F16" ? "float16" : dtype == "BF16" ? "bfloat16" : "float32";
   // Floats through their shortest decimal form, so 1e-5f is written as 1e-05.
   auto shortest = [](float f) { return std::stod(fmt::format("{}", f)); };
   nlohmann::ordered_json j = {{"architectures", {"LlamaForCausalLM"}},
@@ -218,11 +232,23 @@ std::string hf_config_json(const Config& c) {
                               {"max_position_embeddings", c.seq_len},
                               {"rms_norm_eps", shortest(c.norm_eps)},
                               {"rope_theta", shortest(c.rope_theta)},
+                              {"head_dim", c.head_dim()},
                               {"tie_word_embeddings", c.shared_classifier},
                               {"hidden_act", "silu"},
+                              {"attention_bias", false},
+                              {"attention_dropout", 0.0},
+                              {"mlp_bias", false},
+                              {"pretraining_tp", 1},
+                              {"rope_scaling", nullptr},
+                              {"use_cache", true},
                               {"bos_token_id", 1},
                               {"eos_token_id", 2},
-                              {"torch_dtype", "float32"}};
+                              {"torch_dtype", torch_dtype}};
+  return j.dump(2) + "\n";
+}
+
+std::string hf_generation_config_json() {
+  const nlohmann::ordered_json j = {{"_from_model_config", true}, {"bos_token_id", 1}, {"eos_token_id", 2}};
   return j.dump(2) + "\n";
 }
 
@@ -377,7 +403,7 @@ Model load_safetensors_dir(const std::string& dir_name) {
   return m;
 }
 
-void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tokenizer* tokenizer) {
+void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tokenizer* tokenizer, const std::string& dtype) {
   namespace st = safetensors;
   const Config& c = m.config;
   if (c.arch != Arch::llama) throw fpgallm::InputError(dir_name, "safetensors output supports llama models only");
@@ -385,6 +411,8 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
   if (tokenizer && tokenizer->vocab_size() != c.vocab_size)
     throw fpgallm::InputError(dir_name, fmt::format("tokenizer has {} tokens but the model's vocabulary has {}",
                                                     tokenizer->vocab_size(), c.vocab_size));
+  if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
+    throw fpgallm::InputError(dir_name, "safetensors output stores F32, F16 or BF16, not " + dtype);
   const fs::path dir(dir_name);
   std::error_code ec;
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
@@ -419,8 +447,9 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
   fs::remove_all(tmp, ec);
   try {
     fs::create_directories(tmp);
-    fpgallm::write_file_atomic((tmp / "config.json").string(), st::hf_config_json(c));
-    fpgallm::write_file_atomic((tmp / "model.safetensors").string(), st::serialize_f32(tensors));
+    fpgallm::write_file_atomic((tmp / "config.json").string(), st::hf_config_json(c, dtype));
+    fpgallm::write_file_atomic((tmp / "generation_config.json").string(), st::hf_generation_config_json());
+    fpgallm::write_file_atomic((tmp / "model.safetensors").string(), st::serialize(tensors, dtype));
     if (tokenizer) tokenizer->save_llama2c((tmp / "tokenizer.bin").string());
     fs::rename(tmp, dir);
   } catch (const fs::filesystem_error& e) {

@@ -57,18 +57,23 @@ class File {
   std::vector<TensorInfo> tensors_;
 };
 
-// Serializes tensors (F32 only; data row-major) into safetensors bytes.
+// Serializes tensors (data row-major) into safetensors bytes, every tensor stored as dtype
+// "F32", "F16" or "BF16" (rounded to nearest even); throws std::invalid_argument otherwise.
 struct NamedTensor {
   std::string name;
   std::vector<std::uint64_t> shape;
   std::span<const float> data;
 };
-std::string serialize_f32(const std::vector<NamedTensor>& tensors);
+std::string serialize(const std::vector<NamedTensor>& tensors, const std::string& dtype);
+inline std::string serialize_f32(const std::vector<NamedTensor>& tensors) { return serialize(tensors, "F32"); }
 
 // The Config described by a config.json text (`source` names it in errors).
 Config config_from_hf_json(const std::string& json_text, const std::string& source);
-// config.json for c (LlamaForCausalLM, float32).
-std::string hf_config_json(const Config& c);
+// config.json for c as transformers writes a LlamaForCausalLM's, with torch_dtype
+// "float32", "float16" or "bfloat16" for dtype F32, F16 or BF16.
+std::string hf_config_json(const Config& c, const std::string& dtype = "F32");
+// generation_config.json as transformers derives it from the model config.
+std::string hf_generation_config_json();
 
 // Row order conversions for one q_proj/k_proj matrix of n_heads heads, each [head_dim][cols].
 void hf_to_interleaved(std::span<float> w, int n_heads, int head_dim, int cols);
@@ -77,8 +82,10 @@ void interleaved_to_hf(std::span<float> w, int n_heads, int head_dim, int cols);
 }  // namespace model::safetensors
 
 namespace model {
-// Writes dir/config.json and dir/model.safetensors (F32, Hugging Face names and row order),
-// and dir/tokenizer.bin (llama2.c format) when a tokenizer is given. The folder appears
-// whole or not at all; an existing non-empty folder is an error.
-void save_safetensors_dir(const Model& m, const std::string& dir, const Tokenizer* tokenizer = nullptr);
+// Writes dir/config.json, dir/generation_config.json and dir/model.safetensors (every tensor
+// as dtype F32, F16 or BF16; Hugging Face names and row order), and dir/tokenizer.bin
+// (llama2.c format) when a tokenizer is given. The folder appears whole or not at all; an
+// existing non-empty folder is an error.
+void save_safetensors_dir(const Model& m, const std::string& dir, const Tokenizer* tokenizer = nullptr,
+                          const std::string& dtype = "F32");
 }  // namespace model

@@ -42,8 +42,9 @@ std::uint64_t save(const Model& m, const std::string& output, Format format, con
       return fs::file_size(output);
     }
     case Format::safetensors: {
-      if (type != "f32") throw fpgallm::InputError(output, "the safetensors writer stores f32 only");
-      save_safetensors_dir(m, output, tokenizer);
+      if (type != "f32" && type != "f16" && type != "bf16")
+        throw fpgallm::InputError(type, "safetensors stores f32, f16 or bf16");
+      save_safetensors_dir(m, output, tokenizer, type == "f16" ? "F16" : type == "bf16" ? "BF16" : "F32");
       std::uint64_t bytes = 0;
       for (const auto& e : fs::directory_iterator(output))
         if (e.is_regular_file()) bytes += e.file_size();

@@ -14,8 +14,8 @@ namespace model {
 // folder. Throws InputError naming the output otherwise.
 Format output_format(const std::string& output, const std::string& requested);
 
-// Matrix storage type: "f32" everywhere; "f16"/"bf16" in GGUF and safetensors; "q8_0",
-// "q4_0" in GGUF. Throws InputError for a combination the format cannot hold.
+// Matrix storage type: "f32" everywhere; "f16"/"bf16" in GGUF (matrices) and safetensors
+// (every tensor, as Hugging Face stores a checkpoint); "q8_0", "q4_0" in GGUF. Throws InputError for a combination the format cannot hold.
 // The tokenizer goes into GGUF metadata, or tokenizer.bin inside a safetensors folder; a
 // llama2.c .bin cannot hold one (its tokenizer is a separate file) and it is ignored there.
 // Returns the bytes written.

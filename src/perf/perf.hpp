@@ -26,32 +26,66 @@ struct Constant {
   std::string source;
 };
 
+// The GPU software stacks a baseline can name, each with its own per-layer host overhead
+// and achieved bandwidth (docs/performance-model.md, "GPU baselines"):
+//  eager:    PyTorch eager / HF generate / Megatron-LM, one launch per operator;
+//  graphs:   vLLM, TensorRT-LLM, MLC, SGLang: fused kernels replayed from CUDA graphs;
+//  compiled: gpt-fast / torch.compile (reduce-overhead): Inductor kernels in CUDA graphs;
+//  llamacpp: llama.cpp / ggml quantized kernels.
+enum class GpuStack { eager, graphs, compiled, llamacpp };
+const char* to_string(GpuStack s);
+std::vector<GpuStack> gpu_stacks();
+
+struct GpuStackConstants {
+  Constant layer_overhead_s;       // host-side time per transformer layer per step
+  Constant bandwidth_efficiency;   // achieved / peak memory bandwidth of its decode kernels
+};
+
 // The model's constants: one set for every design and every GPU (never fitted per row).
 struct Constants {
-  // FPGA
+  // FPGA: what one instruction of an overlay costs beyond its data movement and MACs.
   Constant memory_efficiency;       // achieved / peak off-chip bandwidth for long bursts
-  Constant axi_port_bytes;          // data width of one memory port at the kernel clock
-  Constant op_fixed_cycles;         // per operation pass: issue, DMA first burst, drain, sync
+  Constant issue_cycles;            // instruction fetch, decode, dispatch and the dependency barrier at its end
+  Constant dma_setup_cycles;        // DMA descriptor set-up per memory channel an instruction streams from
+  Constant cu_barrier_cycles;       // compute units of one card meeting after each instruction (SLR crossing)
+  Constant vector_pipeline_cycles;  // fill of the vector unit's pipeline (norm, softmax, exp, RoPE)
   Constant host_transfer_s;         // latency of one PCIe DMA transfer (token in, logits out)
+  Constant kernel_launch_s;         // one host-side kernel start and completion (design.host_launch_per_layer)
   Constant link_hop_s;              // latency of one card-to-card hop
   Constant link_gbps_default;       // card-to-card bandwidth when the device has no figure
   Constant pcie_gbps_default;       // PCIe bandwidth when the device has no figure
   Constant onchip_usable_fraction;  // share of on-chip SRAM a design can give to resident weights
+  // Operators left on a CPU (design.host_ops).
+  Constant host_cpu_efficiency;     // achieved / peak fp32 throughput of a CPU on these operators
+  Constant server_cpu_gflops;       // host of a PCIe card: peak fp32
+  Constant server_memory_gbps;      // host of a PCIe card: memory bandwidth
+  // First access of a burst, by memory type: data/sim_model.json memory_latency_ns (shared
+  // with the simulator).
+  Constant hbm_first_access_ns;
+  Constant ddr_first_access_ns;
   // GPU
-  Constant gpu_bandwidth_efficiency;  // achieved / peak HBM bandwidth in decode kernels
-  Constant gpu_compute_efficiency;    // achieved / peak dense tensor throughput in prefill
-  Constant gpu_layer_overhead_eager_s;   // per layer and step: eager framework dispatch
-  Constant gpu_layer_overhead_graphs_s;  // per layer and step: CUDA-graph serving stacks
+  Constant gpu_compute_efficiency;  // achieved / peak dense tensor throughput in prefill
+  GpuStackConstants gpu_eager, gpu_graphs, gpu_compiled, gpu_llamacpp;
   // Money
   Constant electricity_usd_per_kwh;
   Constant amortization_years;
 
+  const GpuStackConstants& stack(GpuStack s) const;
   std::vector<std::pair<std::string, const Constant*>> named() const;
 };
 
-// data/perf_model.json, read once.
+// data/perf_model.json (and the memory latencies of data/sim_model.json), read once.
 const Constants& constants();
 Constants load_constants(const std::string& path);
+
+// Controller cycles of one instruction pass of `design` before and after its data moves:
+// issue and dependency barrier, DMA set-up of each of the `channels` memory channels it
+// streams from, and the barrier of the compute units. The simulator charges the same.
+double instruction_overhead_cycles(const arch::Design& design, int channels, const Constants& c = constants());
+
+// The software stack named in free text ("V100S (vLLM+SmoothQuant)", "gpt-fast"); eager
+// when none is named. `named` is set to whether one was.
+GpuStack gpu_stack_from_text(const std::string& text, bool* named = nullptr);
 
 // A number a prediction rests on, with its source.
 struct Assumption {
@@ -139,6 +173,7 @@ struct OpTime {
   double link_s = 0;
   double time_s = 0;
   Bound bound = Bound::compute;
+  bool on_host = false;      // run by the host or embedded CPU (design.host_ops)
 };
 
 struct PhaseTime {
@@ -148,9 +183,6 @@ struct PhaseTime {
   double compute_s = 0, memory_s = 0, fixed_s = 0, link_s = 0, host_s = 0;  // sums over ops
   std::vector<OpTime> ops;   // one card's operations
 };
-
-enum class GpuStack { eager, graphs };
-const char* to_string(GpuStack s);
 
 struct Prediction {
   std::string target;              // design name or GPU id
@@ -205,8 +237,12 @@ std::vector<double> decode_curve(const arch::Design& design, const hw::Device& d
 
 // Peak MAC-array throughput of a design (2 x rows x cols / ii x clock), ops/s per card.
 double peak_ops_per_s(const arch::Design& design);
-// Off-chip bandwidth one card of the design can use (memory efficiency applied), bytes/s.
+// Off-chip bandwidth one card of the design can use through the ports it has (memory
+// efficiency applied), bytes/s.
 double usable_bandwidth(const arch::Design& design, const hw::Device& device, const Constants& c = constants());
+// What those ports carry at most (no efficiency): channels x port_bits / 8 x clock, capped
+// by the memory's share. No prediction moves more bytes per second.
+double port_limit(const arch::Design& design, const hw::Device& device);
 
 void to_json(nlohmann::json& j, const Assumption& a);
 void to_json(nlohmann::json& j, const OpTime& o);

@@ -22,8 +22,6 @@ const char* to_string(Bound b) {
   return "?";
 }
 
-const char* to_string(GpuStack s) { return s == GpuStack::eager ? "eager" : "graphs"; }
-
 Workloads lower(const model::Config& config, const graph::Precision& precision, const Scenario& s) {
   Workloads w;
   w.scenario = s;
@@ -71,12 +69,34 @@ double pool_bytes(const hw::MemoryPool& p) { return p.capacity_gb.has() ? *p.cap
 int pool_channels(const hw::MemoryPool& p) { return p.channels.has() ? std::max(1, int(*p.channels)) : 1; }
 
 // Off-chip bandwidth usable through `channels` ports of `pool` at `clock_hz`, before the
-// memory efficiency: the pool's share, capped by what 512-bit ports carry at the kernel clock.
-double port_bandwidth(const hw::MemoryPool& pool, int channels, double clock_hz, const Constants& c) {
+// memory efficiency: the pool's share, capped by what `port_bits`-wide ports carry at the
+// kernel clock (one AXI port per channel).
+double port_bandwidth(const hw::MemoryPool& pool, int channels, double clock_hz, int port_bits) {
   const int total = pool_channels(pool);
   const int n = std::clamp(channels, 1, total);
   const double share = *pool.bandwidth_gbps * kGB * n / total;
-  return std::min(share, n * c.axi_port_bytes.value * clock_hz);
+  return std::min(share, n * port_bits / 8.0 * clock_hz);
+}
+
+bool is_hbm(const hw::MemoryPool& p) { return p.kind.rfind("HBM", 0) == 0; }
+double first_access_s(const hw::MemoryPool& p, const Constants& c) {
+  return (is_hbm(p) ? c.hbm_first_access_ns.value : c.ddr_first_access_ns.value) * 1e-9;
+}
+
+bool on_host(const arch::Design& d, graph::OpKind k) {
+  const std::string name = graph::to_string(k);
+  return std::find(d.host_ops.begin(), d.host_ops.end(), name) != d.host_ops.end();
+}
+
+// Bytes of the weights of one op as the design stores them: its own width and N:M
+// sparsity when it states them (weights.bits, weights.sparse_n), else the workload's.
+double stored_weight_bytes(const arch::Design& d, const graph::Op& op) {
+  const bool own = d.weights.bits > 0 || d.weights.sparse_n > 0;
+  if (!own || !has_weights(op.kind)) return op.weight_bytes;
+  const double weights = double(op.n) * op.k * op.batch;
+  const double bits = d.weights.bits_per_weight(d.matrix_unit.weight_bits);
+  const double scales = d.weights.group_size > 0 ? weights / d.weights.group_size * 2 : double(op.n) * op.batch * 4;
+  return weights * bits / 8 + scales;
 }
 
 struct Placement {
@@ -171,11 +191,12 @@ double pcie_bandwidth(const hw::Device& dev, const Constants& c) {
   return (dev.pcie_gbps.has() ? *dev.pcie_gbps : c.pcie_gbps_default.value) * kGB;
 }
 
-// Host traffic of one phase: token ids in, logits of the last token of each sequence out.
-double host_seconds(const graph::Workload& w, const hw::Device& dev, const Constants& c) {
+// Host traffic of one phase: token ids in, logits of the last token of each sequence out
+// (the final hidden state instead when the classifier runs on the host).
+double host_seconds(const graph::Workload& w, const hw::Device& dev, const Constants& c, bool classifier_on_host) {
   const double tokens_in = double(w.tokens()) * 4;
-  const double logits_out = double(w.shape.batch) * w.config.vocab_size * 4;
-  return 2 * c.host_transfer_s.value + (tokens_in + logits_out) / pcie_bandwidth(dev, c);
+  const double out = double(w.shape.batch) * (classifier_on_host ? w.config.dim : w.config.vocab_size) * 4;
+  return 2 * c.host_transfer_s.value + (tokens_in + out) / pcie_bandwidth(dev, c);
 }
 
 struct FpgaContext {
@@ -188,20 +209,49 @@ struct FpgaContext {
   bool tensor;     // tensor-parallel split
   bool double_buffered;
   double bw_weights = 0, bw_kv = 0, bw_act = 0, bw_pool = 0;  // bytes/s after efficiency
+  double latency_weights = 0, latency_kv = 0;                  // first access of a burst, s
+  double host_flops = 0, host_bytes_per_s = 0;                 // the CPU of design.host_ops
+  double kv_scale = 1;                                         // design.kv_bits / the workload's KV width
+  int heads = 1;                                               // attention heads x sequences of the phase
   Link link = {};
   const std::vector<Transfer>* transfers = nullptr;  // of the phase being predicted
 };
 
+// An operator the design leaves to the host or embedded CPU: its flops at the CPU's rate or
+// its bytes at the host memory's, whichever is longer, and one host transfer each way.
+OpTime host_op(const FpgaContext& x, const graph::Op& op) {
+  OpTime o;
+  o.name = op.name;
+  o.kind = op.kind;
+  o.layer = op.layer;
+  o.on_host = true;
+  o.flops = op.flops;
+  o.compute_s = op.flops / x.host_flops;
+  o.memory_s = op.bytes() / x.host_bytes_per_s;
+  o.fixed_s = 2 * x.c.host_transfer_s.value;
+  o.time_s = std::max(o.compute_s, o.memory_s) + o.fixed_s;
+  o.bound = classify(o.compute_s, o.memory_s, o.fixed_s, 0);
+  return o;
+}
+
 OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
+  if (on_host(x.d, op.kind)) return host_op(x, op);
   const auto& d = x.d;
   const auto& mu = d.matrix_unit;
+  const int cu = d.compute_units;
   OpTime o;
   o.name = op.name;
   o.kind = op.kind;
   o.layer = op.layer;
   const int n = x.tensor ? x.cards : 1;
-  const double passes = std::ceil(double(std::max(tokens, 1)) / d.tiling.prefill_block);
-  double compute_cycles = 0, weight_bytes = 0, kv_bytes = op.kv_bytes, act_bytes = 0, share = 1;
+  double passes = std::ceil(double(std::max(tokens, 1)) / d.tiling.prefill_block);
+  // Without fused attention the overlay issues score, softmax and value once per head (each
+  // head's K/V is its own matrix): the heads of this card, shared by its compute units.
+  const bool attention = op.kind == graph::OpKind::attention_score || op.kind == graph::OpKind::softmax ||
+                         op.kind == graph::OpKind::attention_value;
+  if (attention && !d.fuse_attention) passes *= std::ceil(std::ceil(double(x.heads) / n) / cu);
+  const double density = has_weights(op.kind) ? d.weights.density() : 1.0;
+  double compute_cycles = 0, weight_bytes = 0, kv_bytes = op.kv_bytes * x.kv_scale, act_bytes = 0, share = 1;
   if (is_matrix(op.kind)) {
     std::int64_t rows = op.n, cols = op.k, batch = op.batch;
     if (x.tensor) {
@@ -215,18 +265,23 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
       }
     }
     share = double(rows) * cols * batch / (double(op.n) * op.k * op.batch);
-    compute_cycles = double(batch) * op.m * std::ceil(double(rows) / mu.rows) * std::ceil(double(cols) / mu.cols) * mu.ii;
+    // The compute units of a card split a linear layer by output rows, attention by heads;
+    // an N:M sparse engine issues only the kept weights.
+    const std::int64_t unit_rows = has_weights(op.kind) ? (rows + cu - 1) / cu : rows;
+    const std::int64_t unit_batch = has_weights(op.kind) ? batch : (batch + cu - 1) / cu;
+    compute_cycles = double(unit_batch) * op.m * std::ceil(double(unit_rows) / mu.rows) *
+                     std::ceil(double(cols) * density / mu.cols) * mu.ii;
     if (has_weights(op.kind) && !x.place.weights_on_chip) {
       const double fetches = std::ceil(double(op.m) / d.tiling.prefill_block);
-      weight_bytes = op.weight_bytes * share * fetches;
+      weight_bytes = stored_weight_bytes(d, op) * share * fetches;
     }
-    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * share;
+    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * x.kv_scale * share;
   } else {
     double elements = double(op.m) * op.n * op.batch;
     if (x.tensor && op.kind == graph::OpKind::softmax) elements = std::ceil(elements / n);
-    compute_cycles = vector_passes(op.kind) * std::ceil(elements / d.vector_unit.lanes);
+    compute_cycles = vector_passes(op.kind) * std::ceil(elements / (double(d.vector_unit.lanes) * cu));
     if (op.kind == graph::OpKind::embedding && !x.place.weights_on_chip) weight_bytes = op.weight_bytes;
-    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes;
+    kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * x.kv_scale;
   }
   if (op.activation_bytes * share > double(d.buffers.activation_bytes)) act_bytes = op.activation_bytes * share;
   o.compute_s = compute_cycles / x.f;
@@ -237,9 +292,23 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
   memory = std::max(memory, (weight_bytes + kv_bytes + act_bytes) / x.bw_pool);
   o.memory_s = memory;
   o.offchip_bytes = weight_bytes + kv_bytes + act_bytes;
-  o.flops = op.flops * share;
-  const double fixed_cycles = x.c.op_fixed_cycles.value + (is_matrix(op.kind) ? mu.pipeline_depth : 0);
-  o.fixed_s = passes * fixed_cycles / x.f;
+  o.flops = op.flops * share * density;
+  // Fixed latencies of each pass: the controller's overhead (issue, DMA set-up of each
+  // channel streamed from, barriers), the first burst of the memory type, and the pipeline
+  // fill of the unit that runs it.
+  int channels = 0;
+  double first_access = 0;
+  if (weight_bytes > 0) {
+    channels += d.memory.weight_channels;
+    first_access = x.latency_weights;
+  }
+  if (kv_bytes > 0) {
+    channels += d.memory.kv_channels > 0 ? d.memory.kv_channels : (weight_bytes > 0 ? 0 : d.memory.weight_channels);
+    first_access = std::max(first_access, x.latency_kv);
+  }
+  if (act_bytes > 0) channels += std::max(1, d.memory.activation_channels);
+  const double pipeline = is_matrix(op.kind) ? mu.pipeline_depth : x.c.vector_pipeline_cycles.value;
+  o.fixed_s = passes * ((instruction_overhead_cycles(d, channels, x.c) + pipeline) / x.f + first_access);
   if (x.transfers)  // the tensor split's collectives around this matmul
     for (const Transfer& t : *x.transfers)
       if (!t.linear.empty() && t.linear == op.name) o.link_s += t.seconds(x.cards, x.link.bytes_per_s, x.link.hop_s);
@@ -254,7 +323,7 @@ void check_bounds(const Prediction& p, const std::vector<const PhaseTime*>& phas
                   double raw_bw_card) {
   for (const PhaseTime* ph : phases)
     for (const OpTime& o : ph->ops) {
-      if (o.time_s <= 0) continue;
+      if (o.time_s <= 0 || o.on_host) continue;
       if (o.offchip_bytes / o.time_s > raw_bw_card * (1 + 1e-9))
         throw std::logic_error(fmt::format("perf: {} op {} moves {:.3g} B/s, above the card's {:.3g} B/s", p.target,
                                            o.name, o.offchip_bytes / o.time_s, raw_bw_card));
@@ -264,6 +333,8 @@ void check_bounds(const Prediction& p, const std::vector<const PhaseTime*>& phas
     }
 }
 
+// One card's cost per hour: its cloud price, else its price amortized plus the electricity
+// of `watts` (that card's power).
 double hourly_usd(const hw::Device& dev, double watts, const Constants& c) {
   if (dev.cloud_usd_per_hour.has()) return *dev.cloud_usd_per_hour;
   if (!dev.price_usd.has()) return 0;
@@ -272,19 +343,32 @@ double hourly_usd(const hw::Device& dev, double watts, const Constants& c) {
 
 }  // namespace
 
+namespace {
+// Channels of `pool` the design has ports on (weights, KV and activations together).
+int design_channels(const arch::Design& d, const hw::MemoryPool& pool) {
+  return std::min(pool_channels(pool), d.memory.weight_channels + d.memory.kv_channels + d.memory.activation_channels);
+}
+}  // namespace
+
 double peak_ops_per_s(const arch::Design& d) {
-  return 2.0 * d.matrix_unit.rows * d.matrix_unit.cols / d.matrix_unit.ii * d.clock_mhz * 1e6;
+  return 2.0 * d.matrix_unit.rows * d.matrix_unit.cols * d.compute_units / d.matrix_unit.ii * d.clock_mhz * 1e6;
 }
 
 double usable_bandwidth(const arch::Design& d, const hw::Device& dev, const Constants& c) {
   if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) return 0;
   const auto& pool = dev.memory.front();
-  return c.memory_efficiency.value * port_bandwidth(pool, pool_channels(pool), d.clock_mhz * 1e6, c);
+  return c.memory_efficiency.value * port_bandwidth(pool, design_channels(d, pool), d.clock_mhz * 1e6, d.memory.port_bits);
+}
+
+double port_limit(const arch::Design& d, const hw::Device& dev) {
+  if (dev.memory.empty() || !dev.memory.front().bandwidth_gbps.has()) return 0;
+  const auto& pool = dev.memory.front();
+  return port_bandwidth(pool, design_channels(d, pool), d.clock_mhz * 1e6, d.memory.port_bits);
 }
 
 Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c) {
   if (dev.kind != hw::Kind::fpga) throw fpgallm::InputError(dev.id, "predict: a design needs an FPGA device");
-  if (auto problems = d.problems(); !problems.empty()) throw fpgallm::InputError(d.name, problems.front());
+  if (auto problems = d.model_problems(); !problems.empty()) throw fpgallm::InputError(d.name, problems.front());
   Prediction p;
   p.target = d.name;
   p.device = dev.id;
@@ -294,7 +378,11 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   p.scenario = w.scenario;
   p.precision = graph::to_string(w.decode.precision);
   p.weight_bytes = w.decode.model_weight_bytes();
-  p.kv_bytes = w.decode.kv_cache_bytes(w.scenario.context);
+  for (const auto& op : w.decode.ops)
+    if (has_weights(op.kind)) p.weight_bytes += stored_weight_bytes(d, op) - op.weight_bytes;
+  // The KV cache at the design's width (2, 4, 8 or 16 bits), whatever the workload's scheme.
+  const double kv_scale = double(d.kv_bits) / w.decode.precision.kv_bits;
+  p.kv_bytes = w.decode.kv_cache_bytes(w.scenario.context) * kv_scale;
   for (const auto& m : dev.memory) p.capacity_bytes += pool_bytes(m) * p.cards;
   const Placement pl = place(d, dev, p.weight_bytes, p.kv_bytes, p.cards, c);
   p.fits_memory = pl.fits;
@@ -303,6 +391,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   const double f = d.clock_mhz * 1e6;
   FpgaContext x{d, dev, c, pl, f, p.cards, d.parallel.split == arch::Split::tensor, false};
   x.link = card_link(dev, c);
+  x.kv_scale = kv_scale;
   const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * d.matrix_unit.weight_bits / 8;
   x.double_buffered = pl.weights_on_chip || d.buffers.weight_bytes >= 2 * tile_bytes;
   const double eta = c.memory_efficiency.value;
@@ -314,14 +403,23 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   const int wc = d.memory.weight_channels;
   const int kc = d.memory.kv_channels > 0 ? d.memory.kv_channels : wc;
   const int ac = d.memory.activation_channels > 0 ? d.memory.activation_channels : wc;
-  x.bw_weights = eta * port_bandwidth(wp, wc, f, c);
-  x.bw_kv = eta * port_bandwidth(kp, kc, f, c);
-  x.bw_act = eta * port_bandwidth(*main_pool, ac, f, c);
+  const int port_bits = d.memory.port_bits;
+  x.bw_weights = eta * port_bandwidth(wp, wc, f, port_bits);
+  x.bw_kv = eta * port_bandwidth(kp, kc, f, port_bits);
+  x.bw_act = eta * port_bandwidth(*main_pool, ac, f, port_bits);
+  x.latency_weights = first_access_s(wp, c);
+  x.latency_kv = first_access_s(kp, c);
   const bool same_pool = &wp == &kp;
-  const int used_channels = same_pool ? std::min(pool_channels(wp), wc + d.memory.kv_channels + d.memory.activation_channels)
-                                      : pool_channels(wp);
-  x.bw_pool = eta * port_bandwidth(wp, used_channels, f, c) + (same_pool ? 0 : eta * port_bandwidth(kp, kc, f, c));
-  double raw_bw = port_bandwidth(wp, pool_channels(wp), f, c) + (same_pool ? 0 : port_bandwidth(kp, pool_channels(kp), f, c));
+  // The ports the design has: nothing is predicted beyond what they carry.
+  const int used_channels = same_pool ? design_channels(d, wp) : std::min(pool_channels(wp), wc);
+  x.bw_pool = eta * port_bandwidth(wp, used_channels, f, port_bits) + (same_pool ? 0 : eta * port_bandwidth(kp, kc, f, port_bits));
+  const double raw_bw =
+      port_bandwidth(wp, used_channels, f, port_bits) + (same_pool ? 0 : port_bandwidth(kp, kc, f, port_bits));
+  const bool embedded = dev.embedded_host();
+  x.host_flops = (embedded && dev.host_cpu_gflops.has() ? *dev.host_cpu_gflops : c.server_cpu_gflops.value) * 1e9 *
+                 c.host_cpu_efficiency.value;
+  x.host_bytes_per_s = embedded ? eta * dev.memory_bandwidth_gbps() * kGB : c.server_memory_gbps.value * kGB;
+  const bool classifier_on_host = on_host(d, graph::OpKind::classifier);
 
   // Int8 activations are quantized with per-token dynamic scales: the tensor split
   // all-reduces their maximum (the workload does not mark static scales).
@@ -333,6 +431,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
       if (op.kind == graph::OpKind::classifier) logits_tokens = int(op.m);
     transfers = card_transfers(wl.config, d.parallel, tokens, logits_tokens, dynamic_scale);
     x.transfers = &transfers;
+    x.heads = wl.config.n_heads * wl.shape.batch;
     for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
     for (const Transfer& t : transfers)
       if (t.linear.empty()) {  // pipeline hand-offs: one after the other, on the token's path
@@ -341,7 +440,8 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
         ph.seconds += s;
       }
     x.transfers = nullptr;
-    ph.host_s = host_seconds(wl, dev, c);
+    ph.host_s = host_seconds(wl, dev, c, classifier_on_host);
+    if (d.host_launch_per_layer) ph.host_s += wl.config.n_layers * c.kernel_launch_s.value;
     ph.seconds += ph.host_s;
     if (x.tensor) {
       ph.flops *= p.cards;
@@ -383,7 +483,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     p.notes.push_back(std::string("no power estimate: ") + e.what());
   }
   if (p.watts > 0) p.joules_per_token = p.watts * p.decode_step_s / w.scenario.batch;
-  const double hourly = hourly_usd(dev, p.watts, c) * p.cards;
+  const double hourly = hourly_usd(dev, p.watts / p.cards, c) * p.cards;  // per card, times the cards
   if (hourly > 0) p.usd_per_mtoken = hourly / (p.decode_tokens_per_s * 3600) * 1e6;
 
   p.assumptions = {
@@ -392,9 +492,12 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
        "design.matrix_unit rows x cols / ii"},
       {"memory_efficiency", eta, c.memory_efficiency.unit, c.memory_efficiency.source},
       {"weight_bandwidth", x.bw_weights / kGB, "GB/s",
-       fmt::format("{} of {} x {} channels, 512-bit ports at the kernel clock, x memory_efficiency", wp.kind, dev.id, wc)},
+       fmt::format("{} of {} x {} channels, {}-bit ports at the kernel clock, x memory_efficiency", wp.kind, dev.id, wc, port_bits)},
       {"kv_bandwidth", x.bw_kv / kGB, "GB/s", fmt::format("{} x {} channels x memory_efficiency", kp.kind, kc)},
-      {"op_fixed_cycles", c.op_fixed_cycles.value, c.op_fixed_cycles.unit, c.op_fixed_cycles.source},
+      {"port_bits", double(port_bits), "bits per channel", "design.memory.port_bits: each channel's AXI port carries port_bits / 8 bytes per cycle"},
+      {"issue_cycles", c.issue_cycles.value, c.issue_cycles.unit, c.issue_cycles.source},
+      {"dma_setup_cycles", c.dma_setup_cycles.value, c.dma_setup_cycles.unit, c.dma_setup_cycles.source},
+      {"first_access_weights", x.latency_weights * 1e9, "ns", is_hbm(wp) ? c.hbm_first_access_ns.source : c.ddr_first_access_ns.source},
       {"host_transfer_s", c.host_transfer_s.value, c.host_transfer_s.unit, c.host_transfer_s.source},
       {"double_buffered", x.double_buffered ? 1.0 : 0.0, "bool",
        "buffers.weight_bytes >= 2 weight tiles: memory and compute overlap"},
@@ -417,6 +520,30 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     p.assumptions.push_back({"amortization_years", c.amortization_years.value, "years", c.amortization_years.source});
     p.assumptions.push_back({"electricity", c.electricity_usd_per_kwh.value, "USD/kWh", c.electricity_usd_per_kwh.source});
   }
+  if (d.host_launch_per_layer)
+    p.assumptions.push_back({"kernel_launch_s", c.kernel_launch_s.value, "s per layer per phase", c.kernel_launch_s.source});
+  if (d.compute_units > 1)
+    p.assumptions.push_back({"compute_units", double(d.compute_units), "per card",
+                             "design.compute_units: matmuls split by output rows, attention by heads, vector work by "
+                             "elements; a barrier after each pass: " + c.cu_barrier_cycles.source});
+  if (d.weights.bits > 0 || d.weights.sparse_n > 0)
+    p.assumptions.push_back({"stored_weight_bits", d.weights.bits_per_weight(d.matrix_unit.weight_bits), "bits per weight",
+                             fmt::format("design.weights: {} bits{}, scales {}", d.weights.bits > 0 ? d.weights.bits : d.matrix_unit.weight_bits,
+                                         d.weights.sparse_n > 0 ? fmt::format(", {}:{} sparsity with position indices (MACs x {:.2f})",
+                                                                              d.weights.sparse_n, d.weights.sparse_m, d.weights.density())
+                                                                : std::string(),
+                                         d.weights.group_size > 0 ? fmt::format("fp16 per {} weights", d.weights.group_size)
+                                                                  : std::string("fp32 per output row"))});
+  if (!d.host_ops.empty()) {
+    std::string ops;
+    for (const auto& o : d.host_ops) ops += (ops.empty() ? "" : ", ") + o;
+    p.assumptions.push_back({"host_cpu_gflops", x.host_flops / 1e9, "GFLOP/s achieved",
+                             embedded && dev.host_cpu_gflops.has()
+                                 ? dev.host_cpu_gflops.source + " x host_cpu_efficiency"
+                                 : c.server_cpu_gflops.source + " x host_cpu_efficiency"});
+    p.notes.push_back("on the " + std::string(embedded ? "embedded" : "host") + " CPU: " + ops);
+  }
+  for (const auto& gap : d.kernel_gaps()) p.notes.push_back("predicted only; the kernels cannot run it: " + gap);
   if (!pl.fits) p.notes.push_back("does not fit: " + pl.text);
   return p;
 }
@@ -442,7 +569,8 @@ Prediction predict_gpu(const hw::Device& dev, const Workloads& w, int cards, Gpu
                               : fmt::format("weights + KV cache ({:.1f} GB) exceed {} x {:.0f} GB", (p.weight_bytes + p.kv_bytes) / kGB,
                                             cards, dev.memory_capacity_gb());
   const double bw_raw = dev.memory_bandwidth_gbps() * kGB;
-  const double bw = c.gpu_bandwidth_efficiency.value * bw_raw;
+  const GpuStackConstants& sc = c.stack(stack);
+  const double bw = sc.bandwidth_efficiency.value * bw_raw;
   auto peak_for = [&](const graph::Op& op) {
     const bool int8 = op.act_bits > 0 && op.act_bits <= 8 && op.weight_bits <= 8;
     if (op.act_bits >= 32 && dev.peak_fp32_tflops.has()) return *dev.peak_fp32_tflops * 1e12;
@@ -453,8 +581,7 @@ Prediction predict_gpu(const hw::Device& dev, const Workloads& w, int cards, Gpu
   };
   double peak_max = 0;
   const double link = link_bandwidth(dev, c);
-  const double layer_overhead =
-      stack == GpuStack::eager ? c.gpu_layer_overhead_eager_s.value : c.gpu_layer_overhead_graphs_s.value;
+  const double layer_overhead = sc.layer_overhead_s.value;
   auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph) {
     for (const auto& op : wl.ops) {
       OpTime o;
@@ -476,7 +603,7 @@ Prediction predict_gpu(const hw::Device& dev, const Workloads& w, int cards, Gpu
     }
     ph.fixed_s = layer_overhead * wl.config.n_layers;
     ph.seconds += ph.fixed_s;
-    ph.host_s = host_seconds(wl, dev, c);
+    ph.host_s = host_seconds(wl, dev, c, false);
     ph.seconds += ph.host_s;
     ph.flops *= cards;
     ph.offchip_bytes *= cards;
@@ -503,13 +630,14 @@ Prediction predict_gpu(const hw::Device& dev, const Workloads& w, int cards, Gpu
     p.notes.push_back(std::string("no power estimate: ") + e.what());
   }
   if (p.watts > 0) p.joules_per_token = p.watts * p.decode_step_s / w.scenario.batch;
-  const double hourly = hourly_usd(dev, p.watts, c) * cards;
+  const double hourly = hourly_usd(dev, p.watts / cards, c) * cards;  // per card, times the cards
   if (hourly > 0) p.usd_per_mtoken = hourly / (p.decode_tokens_per_s * 3600) * 1e6;
   p.assumptions = {
-      {"gpu_bandwidth_efficiency", c.gpu_bandwidth_efficiency.value, "fraction", c.gpu_bandwidth_efficiency.source},
+      {"gpu_bandwidth_efficiency", sc.bandwidth_efficiency.value, "fraction",
+       std::string("software stack ") + to_string(stack) + ": " + sc.bandwidth_efficiency.source},
       {"gpu_compute_efficiency", c.gpu_compute_efficiency.value, "fraction", c.gpu_compute_efficiency.source},
       {"software_stack_layer_overhead", layer_overhead, "s per layer per step",
-       stack == GpuStack::eager ? c.gpu_layer_overhead_eager_s.source : c.gpu_layer_overhead_graphs_s.source},
+       std::string("software stack ") + to_string(stack) + ": " + sc.layer_overhead_s.source},
       {"memory_bandwidth", bw_raw / kGB, "GB/s", dev.memory.front().bandwidth_gbps.source},
       {"peak_ops", peak_max / 1e12, "TOPS", "device datasheet peak for the operand widths"},
   };

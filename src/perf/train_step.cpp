@@ -101,13 +101,13 @@ TrainStepPrediction predict_train_step_gpu(const model::Config& config, const hw
   if (device.kind != hw::Kind::gpu) throw fpgallm::InputError("--device", device.id + " is not a GPU");
   const double peak = need(device.peak_bf16_tflops, device, "bf16 tensor peak") * 1e12;
   const double bw = device.memory_bandwidth_gbps() * 1e9;
-  const double eff = c.gpu_compute_efficiency.value, beff = c.gpu_bandwidth_efficiency.value;
+  const double eff = c.gpu_compute_efficiency.value, beff = c.gpu_eager.bandwidth_efficiency.value;
   TrainStepPrediction p = common(config, device, batch, seq, graph::parse_scheme("bf16"), peak * eff, bw * beff);
   p.precision = "bf16";
   p.peak_ops_per_s = peak;
   p.peak_formula = fmt::format("{:.1f} TFLOPS dense bf16 tensor peak ({})", peak / 1e12, device.peak_bf16_tflops.source);
   p.assumptions.push_back({"compute efficiency", eff, "fraction", c.gpu_compute_efficiency.source});
-  p.assumptions.push_back({"bandwidth efficiency", beff, "fraction", c.gpu_bandwidth_efficiency.source});
+  p.assumptions.push_back({"bandwidth efficiency", beff, "fraction", "eager PyTorch training step: " + c.gpu_eager.bandwidth_efficiency.source});
   finish(p, device);
   return p;
 }

@@ -9,9 +9,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "arch/design.hpp"
+#include "hw/resources.hpp"
 #include "model/presets.hpp"
 #include "perf/perf.hpp"
 #include "util/error.hpp"
@@ -101,6 +103,16 @@ int leading_count(const std::string& s) {  // "4x V100" -> 4
   return 1;
 }
 
+// "1.67x faster", "up to 9", "< 10", ">= 5", "at most": a ratio or a bound, not a measurement.
+bool is_bound_or_ratio(const std::string& cell) {
+  static const std::regex ratio(R"(\d\s*(x|×)(\s|$|[^a-z0-9]))", std::regex::icase);
+  const std::string s = lower(cell);
+  for (const char* w : {"up to", "at most", "at least", "<", ">", "≤", "≥", "faster", "slower", "speedup", "times",
+                        "more than", "less than", "over "})
+    if (s.find(w) != std::string::npos) return true;
+  return std::regex_search(s, ratio);
+}
+
 struct Metric {
   std::string name, unit;
 };
@@ -120,8 +132,10 @@ struct ModelAlias {
   std::vector<std::string> contains;
   std::string preset;
 };
-std::vector<ModelAlias> model_aliases() {
-  const std::string path = fpgallm::data_dir() + "/published/models.json";
+// The --designs folder's models.json when it has one, else the shipped table.
+std::vector<ModelAlias> model_aliases(const std::string& designs_dir) {
+  std::string path = designs_dir + "/models.json";
+  if (!std::filesystem::exists(path)) path = fpgallm::data_dir() + "/published/models.json";
   const nlohmann::json j = fpgallm::read_json_file(path, "the model-name table");
   std::vector<ModelAlias> out;
   for (const auto& e : j.at("models")) out.push_back({e.at("contains").get<std::vector<std::string>>(), e.at("preset")});
@@ -139,24 +153,35 @@ std::optional<std::string> resolve_model(const std::string& text, const std::vec
 }
 
 // A GPU named somewhere in free text ("A100 W8A8 (1065 MHz listed)", "V100S (vLLM+...)").
+// Runs of up to three words are tried joined by '-' ("Jetson AGX Orin" -> jetson-agx-orin),
+// longest first at each position.
 const hw::Device* find_gpu(const std::string& text) {
   static const std::regex word(R"([A-Za-z0-9][A-Za-z0-9\-]*)");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), word); it != std::sregex_iterator(); ++it) {
-    const hw::Device* d = hw::lookup_device(it->str());
-    if (d && d->kind == hw::Kind::gpu) return d;
-  }
+  std::vector<std::string> words;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), word); it != std::sregex_iterator(); ++it)
+    words.push_back(it->str());
+  for (std::size_t i = 0; i < words.size(); ++i)
+    for (std::size_t n = std::min<std::size_t>(3, words.size() - i); n >= 1; --n) {
+      std::string name = words[i];
+      for (std::size_t k = 1; k < n; ++k) name += "-" + words[i + k];
+      const hw::Device* d = hw::lookup_device(name);
+      if (d && d->kind == hw::Kind::gpu) return d;
+    }
   return nullptr;
 }
 
-std::string gpu_scheme(const std::string& text, const std::string& fallback) {
+// The precision the GPU baseline ran at, from the GPU's own text; nullopt when it names none.
+std::optional<std::string> gpu_scheme(const std::string& text) {
   static const std::regex wa(R"(W(\d+)A(\d+))", std::regex::icase);
   std::smatch m;
   if (std::regex_search(text, m, wa)) return fmt::format("w{}a{}", m[1].str(), m[2].str());
   const std::string t = lower(text);
-  if (t.find("smoothquant") != std::string::npos) return "w8a8";
-  if (t.find("fp16") != std::string::npos) return "fp16";
-  if (t.find("bf16") != std::string::npos) return "bf16";
-  return fallback;
+  if (t.find("smoothquant") != std::string::npos) return std::string("w8a8");
+  if (t.find("fp16") != std::string::npos || t.find("half") != std::string::npos) return std::string("fp16");
+  if (t.find("bf16") != std::string::npos) return std::string("bf16");
+  if (t.find("int8") != std::string::npos) return std::string("int8");
+  if (t.find("int4") != std::string::npos || t.find("q4") != std::string::npos) return std::string("w4a16");
+  return std::nullopt;
 }
 
 struct PublishedDesign {
@@ -165,21 +190,31 @@ struct PublishedDesign {
   std::string scheme;  // quant scheme of the workload
 };
 
-std::optional<PublishedDesign> load_published(const std::string& dir, const std::string& source_id) {
+struct LoadedDesign {
+  std::optional<PublishedDesign> design;
+  std::string problem;  // why the file cannot be used (empty when it can or does not exist)
+};
+
+// The design file of a source; a file that cannot be read or expressed gives a reason, not
+// an exception, so that one bad file skips its rows only.
+LoadedDesign load_published(const std::string& dir, const std::string& source_id) {
+  LoadedDesign out;
   const std::string path = dir + "/" + source_id + ".json";
-  if (!std::filesystem::exists(path)) return std::nullopt;
-  const nlohmann::json j = fpgallm::read_json_file(path, "the published design");
-  PublishedDesign p;
+  if (!std::filesystem::exists(path)) return out;
   try {
+    const nlohmann::json j = fpgallm::read_json_file(path, "the published design");
+    PublishedDesign p;
     arch::from_json(j, p.design);
+    if (auto problems = p.design.model_problems(); !problems.empty()) throw std::invalid_argument(problems.front());
+    if (j.contains("model") && j["model"].is_string()) p.model = j["model"];
+    if (j.contains("quant") && j["quant"].is_string()) p.scheme = j["quant"];
+    if (p.scheme.empty()) throw std::invalid_argument("\"quant\": the workload's scheme (e.g. \"w4a8\") is required");
+    graph::parse_scheme(p.scheme);
+    out.design = p;
   } catch (const std::exception& e) {
-    throw fpgallm::InputError(path, e.what());
+    out.problem = source_id + ".json cannot be used: " + e.what();
   }
-  if (auto problems = p.design.problems(); !problems.empty()) throw fpgallm::InputError(path, problems.front());
-  if (j.contains("model") && j["model"].is_string()) p.model = j["model"];
-  if (j.contains("quant") && j["quant"].is_string()) p.scheme = j["quant"];
-  if (p.scheme.empty()) throw fpgallm::InputError(path, "\"quant\": the workload's scheme (e.g. \"w4a8\") is required");
-  return p;
+  return out;
 }
 
 // Lengths of the request a row measured.
@@ -232,6 +267,30 @@ double median_abs(const std::vector<double>& errors) {
   return n % 2 ? a[n / 2] : (a[n / 2 - 1] + a[n / 2]) / 2;
 }
 
+namespace {
+
+// A published resource count: "574k (44.0%)" -> 574000, "78K" -> 78000, "291" -> 291,
+// "39.93%" -> 0.3993 x the device's total. nullopt when the cell holds none.
+std::optional<double> resource_count(const std::string& cell, double device_total) {
+  static const std::regex count(R"(^\s*~?(\d+(?:\.\d+)?)\s*([kKmM]?)\b(?!\s*%))");
+  static const std::regex percent(R"(^\s*~?(\d+(?:\.\d+)?)\s*%)");
+  std::smatch m;
+  if (std::regex_search(cell, m, percent)) {
+    if (device_total <= 0) return std::nullopt;
+    return std::stod(m[1]) / 100 * device_total;
+  }
+  if (std::regex_search(cell, m, count)) {
+    double v = std::stod(m[1]);
+    const std::string unit = lower(m[2]);
+    if (unit == "k") v *= 1e3;
+    if (unit == "m") v *= 1e6;
+    return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Validation validate(const std::string& csv_path, const std::string& designs_dir) {
   std::ifstream in(csv_path, std::ios::binary);
   if (!in) throw fpgallm::InputError(csv_path, "cannot open the results CSV");
@@ -239,30 +298,35 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
   ss << in.rdbuf();
   const auto table = parse_csv(ss.str(), csv_path);
   if (table.empty()) throw fpgallm::InputError(csv_path, "empty CSV");
+  if (table.size() < 2) throw fpgallm::InputError(csv_path, "no data rows below the header");
   const auto& header = table.front().second;
   for (const char* required : {"source_id", "device", "model", "metric", "value", "batch", "prompt_len", "gen_len"})
     if (std::find(header.begin(), header.end(), required) == header.end())
       throw fpgallm::InputError(csv_path, fmt::format("missing column '{}'", required));
-  const auto aliases = model_aliases();
+  const auto aliases = model_aliases(designs_dir);
 
   Validation v;
   std::vector<double> fpga_errors, gpu_errors, all_errors;
+  std::map<std::string, std::vector<double>> resource_errors;
+  std::set<std::string> resources_done;
   for (std::size_t i = 1; i < table.size(); ++i) {
     const int line = table[i].first;
     const auto& cells = table[i].second;
-    if (cells.size() != header.size())
-      throw fpgallm::InputError(csv_path, fmt::format("line {}: {} fields, the header has {}", line, cells.size(), header.size()));
     Record rec;
-    for (std::size_t k = 0; k < header.size(); ++k) rec[header[k]] = cells[k];
+    for (std::size_t k = 0; k < header.size() && k < cells.size(); ++k) rec[header[k]] = cells[k];
     auto get = [&](const char* key) { return rec.count(key) ? rec[key] : std::string(); };
     const std::string source = get("source_id");
     auto skip = [&](const std::string& kind, const std::string& metric, const std::string& reason) {
       v.skipped.push_back({line, source, kind, metric, reason});
     };
+    if (cells.size() != header.size()) {
+      skip("row", get("metric"), fmt::format("{} fields, the header has {}", cells.size(), header.size()));
+      continue;
+    }
 
     const auto metric = metric_of(get("metric"));
     Request req;
-    req.batch = int(first_number(get("batch")).value_or(1));
+    req.batch = std::max(1, int(first_number(get("batch")).value_or(1)));
     const std::string prompt_cell = get("prompt_len"), gen_cell = get("gen_len");
     const bool lengths_are_ranges = is_range(prompt_cell) || is_range(gen_cell);
     if (lower(prompt_cell).find("kv length") != std::string::npos) {
@@ -273,45 +337,96 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       req.context = req.generate > 0 ? req.prompt + req.generate / 2 : (req.prompt > 0 ? req.prompt : kUnknownContext);
     }
     const auto model_name = resolve_model(get("model") + " " + get("params"), aliases);
-    const auto published = load_published(designs_dir, source);
+    // The board the row was measured on, looked up by device id in the row's text.
+    const hw::Device* fpga_dev = nullptr;
+    const std::string row_device = lower(get("device"));
+    for (const auto& cand : hw::devices())
+      if (cand.kind == hw::Kind::fpga && row_device.find(lower(cand.id)) != std::string::npos &&
+          (!fpga_dev || cand.id.size() > fpga_dev->id.size()))
+        fpga_dev = &cand;
+    // A source measured on several boards has one design file per board: <source_id>@<device>.json.
+    LoadedDesign loaded = fpga_dev ? load_published(designs_dir, source + "@" + fpga_dev->id) : LoadedDesign{};
+    if (!loaded.design && loaded.problem.empty()) loaded = load_published(designs_dir, source);
+    const auto& published = loaded.design;
 
     // FPGA row.
     [&] {
       const std::string metric_cell = get("metric");
       if (!metric) return skip("fpga", metric_cell, "metric not produced by the model (it predicts times and rates)");
       const std::string value = get("value");
-      if (lower(value).find("up to") != std::string::npos) return skip("fpga", metric->name, "an upper bound ('up to'), not a measurement");
+      if (is_bound_or_ratio(value)) return skip("fpga", metric->name, "a bound or a ratio ('" + value + "'), not a measurement");
       if (is_range(value)) return skip("fpga", metric->name, "a range of values, not one measurement");
       const auto measured = first_number(value);
       if (!measured || *measured <= 0) return skip("fpga", metric->name, "no numeric value");
       if (lengths_are_ranges) return skip("fpga", metric->name, "one value given for a range of prompt/generation lengths");
       if (!model_name) return skip("fpga", metric->name, "model not identified as a preset (" + get("model") + ")");
+      if (!loaded.problem.empty()) return skip("fpga", metric->name, loaded.problem);
       if (!published) return skip("fpga", metric->name, "no design file " + source + ".json in " + designs_dir);
       arch::Design d = published->design;
-      // The board the row was measured on, looked up by device id in the row's text.
-      const hw::Device* dev = nullptr;
-      const std::string row_device = lower(get("device"));
-      for (const auto& cand : hw::devices())
-        if (cand.kind == hw::Kind::fpga && row_device.find(lower(cand.id)) != std::string::npos &&
-            (!dev || cand.id.size() > dev->id.size()))
-          dev = &cand;
-      if (!dev) return skip("fpga", metric->name, "device not in data/devices.json: " + get("device"));
-      if (dev->id != d.device)
+      if (!fpga_dev) return skip("fpga", metric->name, "device not in data/devices.json: " + get("device"));
+      if (fpga_dev->id != d.device)
         return skip("fpga", metric->name, "the design file describes " + d.device + ", the row " + get("device"));
       const int cards = leading_count(get("device"));
-      d.device = dev->id;
+      d.device = fpga_dev->id;
       d.batch = req.batch;
       d.parallel.cards = cards;
       if (cards > 1 && d.parallel.split == arch::Split::none) d.parallel.split = arch::Split::tensor;
       if (cards == 1) d.parallel.split = arch::Split::none;
-      const model::Config cfg = *model::find_preset(*model_name);
-      const graph::Precision prec = graph::parse_scheme(published->scheme);
-      const double predicted = predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) { return predict(d, *dev, w); });
-      ValidationRow row{line, source, "fpga", dev->id, *model_name, published->scheme, metric->name, metric->unit, cards,
-                        req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured};
-      fpga_errors.push_back(row.error);
-      v.rows.push_back(row);
+      try {
+        const model::Config cfg = *model::find_preset(*model_name);
+        const graph::Precision prec = graph::parse_scheme(published->scheme);
+        const double predicted =
+            predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) { return predict(d, *fpga_dev, w); });
+        ValidationRow row{line, source, "fpga", fpga_dev->id, *model_name, published->scheme, metric->name, metric->unit,
+                          cards, req.batch, req.prompt, req.generate, *measured, predicted,
+                          (predicted - *measured) / *measured, {}, d.kernel_gaps()};
+        fpga_errors.push_back(row.error);
+        v.rows.push_back(row);
+      } catch (const std::exception& e) {
+        return skip("fpga", metric->name, std::string("not predictable: ") + e.what());
+      }
     }();
+
+    // Resource rows: the published LUT/FF/DSP/BRAM/URAM of the design, once per source.
+    const std::string resource_key = source + "@" + (fpga_dev ? fpga_dev->id : std::string());
+    if (published && fpga_dev && fpga_dev->id == published->design.device && !resources_done.count(resource_key)) {
+      std::vector<std::pair<hw::Resource, std::string>> cells_of = {{hw::Resource::lut, get("LUT_used")},
+                                                                    {hw::Resource::ff, get("FF_used")},
+                                                                    {hw::Resource::dsp, get("DSP_used")},
+                                                                    {hw::Resource::bram36, get("BRAM_used")},
+                                                                    {hw::Resource::uram, get("URAM_used")}};
+      bool any = false;
+      for (const auto& [r, cell] : cells_of) any = any || !cell.empty();
+      if (any) {
+        resources_done.insert(resource_key);
+        try {
+          arch::Design d = published->design;
+          d.parallel = {};
+          const hw::Utilization u = hw::estimate_resources(d, *fpga_dev);
+          for (const auto& [r, cell] : cells_of) {
+            if (cell.empty()) continue;
+            const hw::Fabric& fab = fpga_dev->fabric;
+            const hw::Figure& total = r == hw::Resource::lut ? fab.lut
+                                      : r == hw::Resource::ff  ? fab.ff
+                                      : r == hw::Resource::dsp ? fab.dsp
+                                      : r == hw::Resource::bram36 ? fab.bram36
+                                                                  : fab.uram;
+            const auto measured = resource_count(cell, total.or_else(0));
+            if (!measured || *measured <= 0) {
+              skip("resource", hw::to_string(r), "no count in '" + cell + "'");
+              continue;
+            }
+            const double predicted = u.line(r).used;
+            ResourceRow row{line, source, fpga_dev->id, hw::to_string(r), cell, *measured, predicted,
+                            (predicted - *measured) / *measured};
+            resource_errors[row.resource].push_back(row.error);
+            v.resources.push_back(row);
+          }
+        } catch (const std::exception& e) {
+          skip("resource", "resources", std::string("not predictable: ") + e.what());
+        }
+      }
+    }
 
     // GPU baseline of the same row.
     const std::string gpu_text = get("gpu_baseline_device"), gpu_value = get("gpu_baseline_value");
@@ -323,29 +438,41 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       const std::string before_note = gpu_value.substr(0, gpu_value.find('('));
       if (std::regex_search(before_note, two_figures))
         return skip("gpu", metric->name, "two figures in one cell (" + gpu_value + ")");
+      if (is_bound_or_ratio(before_note)) return skip("gpu", metric->name, "a bound or a ratio ('" + gpu_value + "'), not a measurement");
       const auto measured = first_number(gpu_value);
       if (!measured || *measured <= 0) return skip("gpu", metric->name, "no numeric value");
       if (lengths_are_ranges) return skip("gpu", metric->name, "one value given for a range of lengths");
       if (!model_name) return skip("gpu", metric->name, "model not identified as a preset");
       const hw::Device* gpu = find_gpu(gpu_text);
       if (!gpu) return skip("gpu", metric->name, "GPU not in data/devices.json: " + gpu_text);
+      const auto scheme = gpu_scheme(gpu_text);
+      if (!scheme) return skip("gpu", metric->name, "the GPU cell names no precision (" + gpu_text + ")");
       const int cards = leading_count(gpu_text);
-      const std::string scheme = gpu_scheme(gpu_text, published ? published->scheme : "fp16");
-      const model::Config cfg = *model::find_preset(*model_name);
-      const graph::Precision prec = graph::parse_scheme(scheme);
-      const double predicted = predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) {
-        return predict_gpu(*gpu, w, cards, GpuStack::eager);
-      });
-      ValidationRow row{line, source, "gpu", gpu->id, *model_name, scheme, metric->name, metric->unit, cards,
-                        req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured};
-      gpu_errors.push_back(row.error);
-      v.rows.push_back(row);
+      bool named = false;
+      const GpuStack stack = gpu_stack_from_text(gpu_text + " " + gpu_value, &named);
+      try {
+        const model::Config cfg = *model::find_preset(*model_name);
+        const graph::Precision prec = graph::parse_scheme(*scheme);
+        const double predicted = predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) {
+          const Prediction p = predict_gpu(*gpu, w, cards, stack);
+          if (!p.fits_memory) throw std::invalid_argument(p.placement);
+          return p;
+        });
+        ValidationRow row{line, source, "gpu", gpu->id, *model_name, *scheme, metric->name, metric->unit, cards,
+                          req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured,
+                          std::string(to_string(stack)) + (named ? "" : " (none named: eager assumed)"), {}};
+        gpu_errors.push_back(row.error);
+        v.rows.push_back(row);
+      } catch (const std::exception& e) {
+        return skip("gpu", metric->name, std::string("not predictable: ") + e.what());
+      }
     }();
   }
   for (const auto& r : v.rows) all_errors.push_back(r.error);
   v.median_abs_error_fpga = median_abs(fpga_errors);
   v.median_abs_error_gpu = median_abs(gpu_errors);
   v.median_abs_error = median_abs(all_errors);
+  for (const auto& [kind, errors] : resource_errors) v.median_abs_error_resource[kind] = median_abs(errors);
   return v;
 }
 
@@ -357,10 +484,17 @@ void to_json(nlohmann::json& j, const Validation& v) {
                          {"device", r.device},     {"model", r.model},         {"precision", r.precision},
                          {"metric", r.metric},     {"unit", r.unit},           {"cards", r.cards},
                          {"batch", r.batch},       {"prompt", r.prompt},       {"generate", r.generate},
-                         {"measured", r.measured}, {"predicted", r.predicted}, {"error", r.error}});
+                         {"measured", r.measured}, {"predicted", r.predicted}, {"error", r.error},
+                         {"stack", r.stack},       {"kernel_gaps", r.kernel_gaps}});
   j["skipped"] = nlohmann::json::array();
   for (const auto& s : v.skipped)
     j["skipped"].push_back({{"line", s.line}, {"source_id", s.source_id}, {"kind", s.kind}, {"metric", s.metric}, {"reason", s.reason}});
+  j["resources"] = nlohmann::json::array();
+  for (const auto& r : v.resources)
+    j["resources"].push_back({{"line", r.line}, {"source_id", r.source_id}, {"device", r.device}, {"resource", r.resource},
+                              {"published", r.published}, {"measured", r.measured}, {"predicted", r.predicted},
+                              {"error", r.error}});
+  j["median_abs_error_resource"] = v.median_abs_error_resource;
   j["median_abs_error_fpga"] = v.median_abs_error_fpga;
   j["median_abs_error_gpu"] = v.median_abs_error_gpu;
   j["median_abs_error"] = v.median_abs_error;

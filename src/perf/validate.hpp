@@ -3,6 +3,7 @@
 // in the format of data/published_results.csv is predicted with the same model and
 // constants, FPGA rows from the published design described in <designs>/<source_id>.json,
 // GPU baseline rows from the same workload on the named GPU.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,20 @@ struct ValidationRow {
   double measured = 0;
   double predicted = 0;
   double error = 0;           // (predicted - measured) / measured
+  std::string stack;          // GPU rows: the software stack charged
+  std::vector<std::string> kernel_gaps;  // FPGA rows: what the kernels could not run (predicted anyway)
+};
+
+// A published resource count of a design against the resource model.
+struct ResourceRow {
+  int line = 0;
+  std::string source_id;
+  std::string device;
+  std::string resource;       // "lut", "ff", "dsp", "bram36", "uram"
+  std::string published;      // the cell as published ("574k (44.0%)", "39.93%")
+  double measured = 0;        // count (percentages converted with the device's total)
+  double predicted = 0;
+  double error = 0;
 };
 
 struct SkippedRow {
@@ -39,9 +54,14 @@ struct Validation {
   double median_abs_error_fpga = 0;
   double median_abs_error_gpu = 0;
   double median_abs_error = 0;  // all predicted rows
+  std::vector<ResourceRow> resources;
+  std::map<std::string, double> median_abs_error_resource;  // per resource kind
 };
 
-// Throws fpgallm::InputError for an unreadable or malformed CSV or design file.
+// Never aborts on one row: a row that cannot be predicted (its design file cannot be read
+// or expressed, a figure is missing, the value is a bound or a ratio) is skipped with the
+// reason. Throws fpgallm::InputError for an unreadable CSV, one without the required
+// columns, or one with no data rows.
 Validation validate(const std::string& csv_path, const std::string& designs_dir);
 
 double median_abs(const std::vector<double>& errors);

@@ -27,8 +27,11 @@ std::int32_t round_saturate(float v, int qmax);
 // The quantizer of one value with an fp32 scale: 0 when scale == 0, else
 // round_saturate(v * (1.0f / scale), qmax).
 std::int32_t quantize_value(float v, float scale, int qmax);
-// amax / 127.0f (0 when amax == 0).
+// amax / 127.0f (0 when amax == 0): activations.
 float int8_scale(float amax);
+// The int8 weight scale: the smallest fp16 value >= amax / 127.0f (capped at 65504; 0 when
+// amax == 0), so that ggml's Q8_0 blocks hold it exactly and no code exceeds 127.
+float int8_weight_scale(float amax);
 // fp16 bits of amax / 7.0f, rounded ties to even, capped at 65504.
 std::uint16_t int4_scale_f16(float amax);
 float max_abs(std::span<const float> x);
@@ -180,8 +183,12 @@ QuantLinear quantize_linear(std::span<const float> w, int rows, int cols, Weight
 // Quantizes m's weights by plan (m already smoothed when plan.smooth_alpha >= 0).
 QuantModel quantize_model(const model::Model& m, const Plan& plan);
 
-// GGUF file, docs/quantization.md section 8. save is atomic; load throws InputError.
-void save_gguf(const QuantModel& qm, const std::string& path);
+// GGUF file, docs/quantization.md section 8: llama.cpp loads it as a llama model (with the
+// tokenizer's metadata when one is given); fpgallm reads the plan's exact codes and scales
+// back. save is atomic; load throws InputError.
+void save_gguf(const QuantModel& qm, const std::string& path, const model::Tokenizer* tokenizer = nullptr);
 QuantModel load_gguf(const std::string& path);
+// Whether path is a GGUF file that save_gguf wrote (it has fpgallm.quant.* keys).
+bool is_quantized_gguf(const std::string& path);
 
 }  // namespace quant

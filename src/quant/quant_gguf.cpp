@@ -1,8 +1,14 @@
-// The quantized model as GGUF (docs/quantization.md section 8).
+// The quantized model as GGUF (docs/quantization.md section 8): a file llama.cpp loads and
+// runs as it is (standard ggml block types, llama.cpp's keys and tensor set), with the plan
+// in fpgallm.quant.* keys so that fpgallm recovers the exact integer codes and scales.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "model/gguf.hpp"
+#include "model/gguf_llama.hpp"
 #include "quant/quant.hpp"
 #include "util/error.hpp"
 
@@ -12,10 +18,8 @@ namespace gg = model::gguf;
 
 namespace {
 
-std::string tensor_base(int layer, model::Linear which) {
-  if (which == model::Linear::cls) return "output";
-  return "blk." + std::to_string(layer) + "." + model::gguf_name(which);
-}
+constexpr std::uint32_t kFileVersion = 2;
+constexpr int kBlock = 32;  // elements of a Q8_0 / Q4_0 block
 
 template <typename T>
 std::vector<std::uint8_t> as_bytes(const std::vector<T>& v) {
@@ -31,60 +35,88 @@ std::vector<T> from_bytes(std::span<const std::uint8_t> b) {
   return v;
 }
 
-bool stored_as_q4_0(const Int4Matrix& m) { return m.group == 32 && m.cols % 32 == 0; }
+void put_u16(std::vector<std::uint8_t>& out, std::uint16_t v) {
+  out.push_back(static_cast<std::uint8_t>(v & 0xFF));
+  out.push_back(static_cast<std::uint8_t>(v >> 8));
+}
+std::uint16_t u16_at(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
 
-std::vector<std::uint8_t> to_q4_0_blocks(const Int4Matrix& m) {
+// The ggml type a layer of format f with `cols` columns is stored as. Q8_0 and Q4_0 hold
+// the codes and scales exactly (one fp16 scale per 32 values: the row's int8 scale, which
+// the int8 quantizer makes fp16-exact, or the int4 group's fp16 scale repeated for each 32
+// of the group); rows that are not a whole number of blocks are stored as F32 values,
+// float(q) * scale, which are exact in fp32.
+gg::GgmlType stored_type(WeightFormat f, int cols) {
+  switch (f) {
+    case WeightFormat::f32: return gg::GgmlType::f32;
+    case WeightFormat::f16: return gg::GgmlType::f16;
+    case WeightFormat::int8: return cols % kBlock == 0 ? gg::GgmlType::q8_0 : gg::GgmlType::f32;
+    case WeightFormat::int4: return cols % kBlock == 0 ? gg::GgmlType::q4_0 : gg::GgmlType::f32;
+  }
+  return gg::GgmlType::f32;
+}
+
+std::vector<std::uint8_t> q8_0_blocks(const Int8Matrix& m) {
   std::vector<std::uint8_t> out;
-  out.reserve(static_cast<std::size_t>(m.rows) * m.groups() * 18);
+  out.reserve(static_cast<std::size_t>(m.rows) * (m.cols / kBlock) * 34);
+  for (int r = 0; r < m.rows; ++r) {
+    const float s = m.scale[static_cast<std::size_t>(r)];
+    const std::uint16_t d = gg::float_to_fp16(s);
+    if (gg::fp16_to_float(d) != s) throw std::logic_error("int8 row scale is not an fp16 value");
+    for (int b = 0; b < m.cols / kBlock; ++b) {
+      put_u16(out, d);
+      const auto* q = m.q.data() + static_cast<std::size_t>(r) * m.cols + b * kBlock;
+      for (int j = 0; j < kBlock; ++j) out.push_back(static_cast<std::uint8_t>(q[j]));
+    }
+  }
+  return out;
+}
+
+// Int4Matrix packing is Q4_0's nibble order (docs 2.2), so a 32-column chunk is a block's qs.
+std::vector<std::uint8_t> q4_0_blocks(const Int4Matrix& m) {
+  std::vector<std::uint8_t> out;
+  out.reserve(static_cast<std::size_t>(m.rows) * (m.cols / kBlock) * 18);
   for (int r = 0; r < m.rows; ++r)
-    for (int k = 0; k < m.groups(); ++k) {
-      const std::uint16_t d = m.scale[static_cast<std::size_t>(r) * m.groups() + k];
-      out.push_back(static_cast<std::uint8_t>(d & 0xFF));
-      out.push_back(static_cast<std::uint8_t>(d >> 8));
-      const std::uint8_t* p = m.packed.data() + static_cast<std::size_t>(r) * m.row_bytes() + k * 16;
+    for (int b = 0; b < m.cols / kBlock; ++b) {
+      put_u16(out, m.scale[static_cast<std::size_t>(r) * m.groups() + b * kBlock / m.group]);
+      const std::uint8_t* p = m.packed.data() + static_cast<std::size_t>(r) * m.row_bytes() + b * 16;
       out.insert(out.end(), p, p + 16);
     }
   return out;
 }
 
-void add_linear(gg::Writer& w, const std::string& base, const QuantLinear& q) {
-  const auto R = static_cast<std::uint64_t>(q.rows), C = static_cast<std::uint64_t>(q.cols);
-  switch (q.format) {
-    case WeightFormat::f32: w.add_tensor(base + ".weight", gg::GgmlType::f32, {C, R}, as_bytes(q.f32)); break;
-    case WeightFormat::f16: w.add_tensor(base + ".weight", gg::GgmlType::f16, {C, R}, as_bytes(q.f16)); break;
-    case WeightFormat::int8:
-      w.add_tensor(base + ".weight", gg::GgmlType::i8, {C, R}, as_bytes(q.int8.q));
-      w.add_tensor(base + ".scale", gg::GgmlType::f32, {R}, as_bytes(q.int8.scale));
-      break;
-    case WeightFormat::int4:
-      if (stored_as_q4_0(q.int4)) {
-        w.add_tensor(base + ".weight", gg::GgmlType::q4_0, {C, R}, to_q4_0_blocks(q.int4));
-      } else {
-        w.add_tensor(base + ".weight", gg::GgmlType::i8, {static_cast<std::uint64_t>(q.int4.row_bytes()), R},
-                     q.int4.packed);
-        w.add_tensor(base + ".scale", gg::GgmlType::f16, {static_cast<std::uint64_t>(q.int4.groups()), R},
-                     as_bytes(q.int4.scale));
-      }
-      break;
+void add_linear(gg::Writer& w, const std::string& name, const QuantLinear& q) {
+  const std::vector<std::uint64_t> dims = model::gguf_matrix_dims({q.rows, q.cols});
+  const gg::GgmlType type = stored_type(q.format, q.cols);
+  switch (type) {
+    case gg::GgmlType::f16: w.add_tensor(name, type, dims, as_bytes(q.f16)); return;
+    case gg::GgmlType::q8_0: w.add_tensor(name, type, dims, q8_0_blocks(q.int8)); return;
+    case gg::GgmlType::q4_0: w.add_tensor(name, type, dims, q4_0_blocks(q.int4)); return;
+    default: w.add_tensor(name, gg::GgmlType::f32, dims, as_bytes(q.dequantized())); return;
   }
+}
+
+// The type most of the linear weights (by element count) are stored as.
+gg::GgmlType predominant_type(const QuantModel& qm) {
+  std::map<gg::GgmlType, std::uint64_t> elements;
+  for (const auto& l : qm.linears)
+    elements[stored_type(l.format, l.cols)] += static_cast<std::uint64_t>(l.rows) * l.cols;
+  return std::max_element(elements.begin(), elements.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
 }
 
 }  // namespace
 
-void save_gguf(const QuantModel& qm, const std::string& path) {
+void save_gguf(const QuantModel& qm, const std::string& path, const model::Tokenizer* tokenizer) {
   const auto& c = qm.config;
+  if (tokenizer && tokenizer->vocab_size() != c.vocab_size)
+    throw fpgallm::InputError(path, "tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                                        " tokens but the model's vocabulary has " + std::to_string(c.vocab_size));
   gg::Writer w;
-  w.set("general.architecture", gg::Value::string("llama"));
-  w.set("general.name", gg::Value::string(c.name));
-  w.set("llama.context_length", gg::Value::u32(static_cast<std::uint32_t>(c.seq_len)));
-  w.set("llama.embedding_length", gg::Value::u32(static_cast<std::uint32_t>(c.dim)));
-  w.set("llama.feed_forward_length", gg::Value::u32(static_cast<std::uint32_t>(c.hidden_dim)));
-  w.set("llama.block_count", gg::Value::u32(static_cast<std::uint32_t>(c.n_layers)));
-  w.set("llama.attention.head_count", gg::Value::u32(static_cast<std::uint32_t>(c.n_heads)));
-  w.set("llama.attention.head_count_kv", gg::Value::u32(static_cast<std::uint32_t>(c.n_kv_heads)));
-  w.set("llama.rope.freq_base", gg::Value::f32(c.rope_theta));
-  w.set("llama.attention.layer_norm_rms_epsilon", gg::Value::f32(c.norm_eps));
-  w.set("llama.vocab_size", gg::Value::u32(static_cast<std::uint32_t>(c.vocab_size)));
+  model::put_llama_metadata(w, c);
+  w.set("general.file_type", gg::Value::u32(model::llama_file_type(predominant_type(qm))));
+  if (tokenizer) model::put_tokenizer_metadata(w, *tokenizer);
 
   const Plan& p = qm.plan;
   std::vector<std::string> wf, af;
@@ -95,7 +127,7 @@ void save_gguf(const QuantModel& qm, const std::string& path) {
     scales.push_back(l.act_scale);
   }
   nlohmann::json pj = p;
-  w.set("fpgallm.quant.version", gg::Value::u32(1));
+  w.set("fpgallm.quant.version", gg::Value::u32(kFileVersion));
   w.set("fpgallm.quant.scheme", gg::Value::string(to_string(p.scheme)));
   w.set("fpgallm.quant.group", gg::Value::u32(static_cast<std::uint32_t>(p.group)));
   w.set("fpgallm.quant.kv_cache", gg::Value::string(p.kv8 ? "int8" : "f32"));
@@ -108,6 +140,7 @@ void save_gguf(const QuantModel& qm, const std::string& path) {
   w.set("fpgallm.quant.calibration_fnv1a64", gg::Value::u64(qm.calibration_fnv1a));
 
   const auto dim = static_cast<std::uint64_t>(c.dim);
+  // llama.cpp's tensor order: embedding, then per block norms and matrices, then the head.
   w.add_tensor_view("token_embd.weight", gg::GgmlType::f32, {dim, static_cast<std::uint64_t>(c.vocab_size)},
                     {reinterpret_cast<const std::uint8_t*>(qm.token_embedding.data()), qm.token_embedding.size() * 4});
   for (int l = 0; l < c.n_layers; ++l) {
@@ -115,10 +148,11 @@ void save_gguf(const QuantModel& qm, const std::string& path) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     w.add_tensor(blk + "attn_norm.weight", gg::GgmlType::f32, {dim}, as_bytes(qm.attn_norm[li]));
     w.add_tensor(blk + "ffn_norm.weight", gg::GgmlType::f32, {dim}, as_bytes(qm.ffn_norm[li]));
-    for (model::Linear which : model::kBlockLinears) add_linear(w, tensor_base(l, which), qm.linear(l, which));
+    for (model::Linear which : model::kBlockLinears)
+      add_linear(w, model::gguf_tensor_name(l, which), qm.linear(l, which));
   }
   w.add_tensor("output_norm.weight", gg::GgmlType::f32, {dim}, as_bytes(qm.final_norm));
-  add_linear(w, "output", qm.linear(-1, model::Linear::cls));
+  add_linear(w, model::gguf_tensor_name(-1, model::Linear::cls), qm.linear(-1, model::Linear::cls));
   w.write(path);
 }
 
@@ -136,51 +170,85 @@ std::vector<float> read_f32(const gg::Reader& r, const std::string& name, std::v
   return from_bytes<float>(r.tensor_bytes(expect(r, name, gg::GgmlType::f32, std::move(dims))));
 }
 
-QuantLinear read_linear(const gg::Reader& r, const std::string& base, WeightFormat f, int rows, int cols, int group) {
+Int8Matrix int8_from_q8_0(const gg::Reader& r, const std::string& name, std::span<const std::uint8_t> b, int rows,
+                          int cols) {
+  Int8Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.q.resize(static_cast<std::size_t>(rows) * cols);
+  m.scale.resize(static_cast<std::size_t>(rows));
+  const std::size_t per_row = static_cast<std::size_t>(cols / kBlock);
+  for (std::size_t row = 0; row < static_cast<std::size_t>(rows); ++row) {
+    const std::uint8_t* first = b.data() + row * per_row * 34;
+    const std::uint16_t d = u16_at(first);
+    m.scale[row] = gg::fp16_to_float(d);
+    if (!(m.scale[row] >= 0.0f) || std::isinf(m.scale[row]))
+      r.fail("tensor " + name + " row " + std::to_string(row) + " has a negative or non-finite scale");
+    for (std::size_t k = 0; k < per_row; ++k) {
+      const std::uint8_t* p = first + k * 34;
+      if (u16_at(p) != d)
+        r.fail("tensor " + name + " row " + std::to_string(row) + " has more than one Q8_0 scale (not a per-row int8 layer)");
+      for (int j = 0; j < kBlock; ++j) {
+        const auto q = static_cast<std::int8_t>(p[2 + j]);
+        if (q == -128) r.fail("tensor " + name + " holds int8 code -128 (outside -127..127)");
+        m.q[row * cols + k * kBlock + j] = q;
+      }
+    }
+  }
+  return m;
+}
+
+Int4Matrix int4_from_q4_0(const gg::Reader& r, const std::string& name, std::span<const std::uint8_t> b, int rows,
+                          int cols, int group) {
+  Int4Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  const int G = m.groups(), per_row = cols / kBlock;
+  m.packed.resize(static_cast<std::size_t>(rows) * m.row_bytes());
+  m.scale.resize(static_cast<std::size_t>(rows) * G);
+  for (int row = 0; row < rows; ++row)
+    for (int k = 0; k < per_row; ++k) {
+      const std::uint8_t* p = b.data() + (static_cast<std::size_t>(row) * per_row + k) * 18;
+      const std::size_t g = static_cast<std::size_t>(row) * G + static_cast<std::size_t>(k * kBlock / group);
+      if (k * kBlock % group == 0) m.scale[g] = u16_at(p);
+      else if (m.scale[g] != u16_at(p))
+        r.fail("tensor " + name + " has different Q4_0 scales inside one group of " + std::to_string(group));
+      std::memcpy(m.packed.data() + static_cast<std::size_t>(row) * m.row_bytes() + k * 16, p + 2, 16);
+    }
+  for (std::uint8_t byte : m.packed)
+    if ((byte & 0x0F) == 0 || (byte >> 4) == 0) r.fail("tensor " + name + " holds int4 code -8 (outside -7..7)");
+  return m;
+}
+
+QuantLinear read_linear(const gg::Reader& r, const std::string& name, WeightFormat f, int rows, int cols, int group) {
+  const gg::TensorInfo& t = expect(r, name, stored_type(f, cols), model::gguf_matrix_dims({rows, cols}));
+  const auto bytes = r.tensor_bytes(t);
   QuantLinear q;
   q.format = f;
   q.rows = rows;
   q.cols = cols;
-  const auto R = static_cast<std::uint64_t>(rows), C = static_cast<std::uint64_t>(cols);
-  const std::string wname = base + ".weight";
-  switch (f) {
-    case WeightFormat::f32: q.f32 = read_f32(r, wname, {C, R}); break;
-    case WeightFormat::f16:
-      q.f16 = from_bytes<std::uint16_t>(r.tensor_bytes(expect(r, wname, gg::GgmlType::f16, {C, R})));
-      break;
-    case WeightFormat::int8:
-      q.int8.rows = rows;
-      q.int8.cols = cols;
-      q.int8.q = from_bytes<std::int8_t>(r.tensor_bytes(expect(r, wname, gg::GgmlType::i8, {C, R})));
-      q.int8.scale = read_f32(r, base + ".scale", {R});
-      break;
-    case WeightFormat::int4: {
-      auto& m = q.int4;
-      m.rows = rows;
-      m.cols = cols;
-      m.group = group;
-      if (stored_as_q4_0(m)) {
-        const auto b = r.tensor_bytes(expect(r, wname, gg::GgmlType::q4_0, {C, R}));
-        const int G = m.groups();
-        m.packed.resize(static_cast<std::size_t>(rows) * m.row_bytes());
-        m.scale.resize(static_cast<std::size_t>(rows) * G);
-        for (std::size_t blk = 0; blk < static_cast<std::size_t>(rows) * G; ++blk) {
-          const std::uint8_t* p = b.data() + blk * 18;
-          m.scale[blk] = static_cast<std::uint16_t>(p[0] | (p[1] << 8));
-          std::memcpy(m.packed.data() + blk * 16, p + 2, 16);
-        }
-      } else {
-        const auto b = r.tensor_bytes(
-            expect(r, wname, gg::GgmlType::i8, {static_cast<std::uint64_t>(m.row_bytes()), R}));
-        m.packed.assign(b.begin(), b.end());
-        m.scale = from_bytes<std::uint16_t>(
-            r.tensor_bytes(expect(r, base + ".scale", gg::GgmlType::f16, {static_cast<std::uint64_t>(m.groups()), R})));
-      }
-      for (std::uint8_t byte : m.packed)
-        if ((byte & 0x0F) == 0 || (byte >> 4) == 0) r.fail("tensor " + wname + " holds int4 code -8 (outside -7..7)");
-      break;
-    }
+  switch (t.type) {
+    case gg::GgmlType::f16: q.f16 = from_bytes<std::uint16_t>(bytes); return q;
+    case gg::GgmlType::q8_0: q.int8 = int8_from_q8_0(r, name, bytes, rows, cols); return q;
+    case gg::GgmlType::q4_0: q.int4 = int4_from_q4_0(r, name, bytes, rows, cols, group); return q;
+    default: break;
   }
+  std::vector<float> w = from_bytes<float>(bytes);
+  if (f == WeightFormat::f32) {
+    q.f32 = std::move(w);
+    return q;
+  }
+  // An int8/int4 layer whose rows are not whole blocks holds float(q) * scale in F32:
+  // quantizing those values again gives back the same codes and scales (the element of
+  // largest magnitude in a row or group is code +-127 or +-7), which is checked bit for bit.
+  try {
+    q = quantize_linear(w, rows, cols, f, group);
+  } catch (const std::invalid_argument& e) {
+    r.fail("tensor " + name + ": " + e.what());
+  }
+  if (q.dequantized() != w)
+    r.fail("tensor " + name + " does not hold " + to_string(f) + " values (quantizing them again changes them)");
   return q;
 }
 
@@ -189,7 +257,9 @@ QuantLinear read_linear(const gg::Reader& r, const std::string& base, WeightForm
 QuantModel load_gguf(const std::string& path) {
   gg::Reader r(path);
   if (!r.find("fpgallm.quant.version")) r.fail("not an fpgallm quantized model (no fpgallm.quant.version)");
-  if (r.get_uint("fpgallm.quant.version") != 1) r.fail("fpgallm.quant.version is not 1");
+  if (const auto v = r.get_uint("fpgallm.quant.version"); v != kFileVersion)
+    r.fail("fpgallm.quant.version is " + std::to_string(v) + ", this fpgallm reads " + std::to_string(kFileVersion) +
+           (v == 1 ? " (version 1 files held I8 tensors that llama.cpp cannot load: quantize the model again)" : ""));
   if (r.get_string("general.architecture") != "llama") r.fail("general.architecture is not llama");
   QuantModel qm;
   auto& c = qm.config;
@@ -227,9 +297,18 @@ QuantModel load_gguf(const std::string& path) {
   qm.final_norm = read_f32(r, "output_norm.weight", {dim});
   for (const auto& lp : qm.plan.layers) {
     const auto s = model::linear_shape(c, lp.which);
-    qm.linears.push_back(read_linear(r, tensor_base(lp.layer, lp.which), lp.weight, s.rows, s.cols, qm.plan.group));
+    qm.linears.push_back(
+        read_linear(r, model::gguf_tensor_name(lp.layer, lp.which), lp.weight, s.rows, s.cols, qm.plan.group));
   }
   return qm;
+}
+
+bool is_quantized_gguf(const std::string& path) {
+  try {
+    return gg::Reader(path).find("fpgallm.quant.version") != nullptr;
+  } catch (const fpgallm::InputError&) {
+    return false;
+  }
 }
 
 }  // namespace quant

@@ -22,6 +22,14 @@ std::int32_t quantize_value(float v, float scale, int qmax) {
 
 float int8_scale(float amax) { return amax == 0.0f ? 0.0f : amax / static_cast<float>(kInt8Max); }
 
+float int8_weight_scale(float amax) {
+  if (amax == 0.0f) return 0.0f;
+  const float s = std::min(amax / static_cast<float>(kInt8Max), 65504.0f);
+  std::uint16_t h = model::gguf::float_to_fp16(s);
+  if (model::gguf::fp16_to_float(h) < s) ++h;  // the next fp16 up (s is positive and <= 65504)
+  return model::gguf::fp16_to_float(h);
+}
+
 std::uint16_t int4_scale_f16(float amax) {
   if (amax == 0.0f) return 0;
   const float s = std::min(amax / static_cast<float>(kInt4Max), 65504.0f);
@@ -95,7 +103,7 @@ Int8Matrix quantize_int8(std::span<const float> w, int rows, int cols) {
   m.scale.resize(static_cast<std::size_t>(rows));
   for (int r = 0; r < rows; ++r) {
     const auto row = w.subspan(static_cast<std::size_t>(r) * cols, static_cast<std::size_t>(cols));
-    const float s = int8_scale(max_abs(row));
+    const float s = int8_weight_scale(max_abs(row));
     m.scale[static_cast<std::size_t>(r)] = s;
     std::int8_t* q = m.q.data() + static_cast<std::size_t>(r) * cols;
     for (int c = 0; c < cols; ++c) q[c] = static_cast<std::int8_t>(quantize_value(row[static_cast<std::size_t>(c)], s, kInt8Max));

@@ -129,7 +129,7 @@ class Lowering {
       PortSpec s;
       s.channels = std::clamp(channels, 1, total);
       const double per_channel = *pool.bandwidth_gbps * kGB / total;  // bytes/s
-      s.bytes_per_cycle = std::min(per_channel, c_.axi_port_bytes.value * f_) / f_;
+      s.bytes_per_cycle = std::min(per_channel, d_.memory.port_bits / 8.0 * f_) / f_;
       s.efficiency = eta;
       s.burst_bytes = d_.memory.burst_bytes;
       const auto& sc = sim_constants();
@@ -173,9 +173,11 @@ class Lowering {
       cards_.push_back(cd);
     }
     rep_.assumptions.push_back({"memory_efficiency", eta, c_.memory_efficiency.unit, c_.memory_efficiency.source});
-    rep_.assumptions.push_back({"axi_port_bytes", c_.axi_port_bytes.value, c_.axi_port_bytes.unit, c_.axi_port_bytes.source});
-    rep_.assumptions.push_back({"instruction_issue_cycles", c_.op_fixed_cycles.value, "cycles per non-fused instruction",
-                                "perf constant op_fixed_cycles: " + c_.op_fixed_cycles.source});
+    rep_.assumptions.push_back({"port_bits", double(d_.memory.port_bits), "bits", "design.memory.port_bits"});
+    rep_.assumptions.push_back({"instruction_overhead_cycles", perf::instruction_overhead_cycles(d_, d_.memory.weight_channels, c_),
+                                "cycles per non-fused instruction streaming weights",
+                                "perf::instruction_overhead_cycles: issue_cycles (" + c_.issue_cycles.source +
+                                    ") + dma_setup_cycles per channel streamed from"});
     rep_.assumptions.push_back({"hbm_latency_ns", sim_constants().hbm_latency_ns, "ns", sim_constants().hbm_source});
     rep_.assumptions.push_back({"ddr_latency_ns", sim_constants().ddr_latency_ns, "ns", sim_constants().ddr_source});
     rep_.assumptions.push_back({"pcie_bandwidth", pcie / kGB, "GB/s",
@@ -284,7 +286,12 @@ class Lowering {
     TaskId issue = prev;
     // A fused norm runs inside the next matmul's input stage and is not issued on its own.
     const bool folded = ins.fused && ins.op == arch::Op::norm;
-    if (!folded) issue = e_.compute(op, cd.ctrl, c_.op_fixed_cycles.value, {prev});
+    // The controller's overhead grows with the channels the instruction streams from (DMA set-up).
+    int channels = 0;
+    if ((ins.op == arch::Op::matmul || ins.op == arch::Op::embed) && cd.weights >= 0) channels = d_.memory.weight_channels;
+    if (ins.op == arch::Op::attention && cd.kv >= 0)
+      channels = d_.memory.kv_channels > 0 ? d_.memory.kv_channels : d_.memory.weight_channels;
+    if (!folded) issue = e_.compute(op, cd.ctrl, perf::instruction_overhead_cycles(d_, channels, c_), {prev});
     std::vector<TaskId> ends;
     const int share = tensor_ ? n_ : 1;
     switch (ins.op) {

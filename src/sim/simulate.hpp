@@ -15,7 +15,7 @@
 //   - vector operations: passes x ceil(elements / lanes) cycles (2 passes for a norm,
 //     3 for softmax, 1 otherwise, as the analytical model counts them);
 //   - an in-order controller issues each instruction after the previous one finished
-//     (perf constant op_fixed_cycles); fused instructions run inside their neighbour;
+//     (perf::instruction_overhead_cycles); fused instructions run inside their neighbour;
 //   - host transfers over PCIe; over several cards the executor's collectives
 //     (perf::card_transfers: max and sum all-reduces around wo and w2 and the logits
 //     all-gather for a tensor split, stage hand-offs and the logits back to card 0 for a

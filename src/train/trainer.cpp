@@ -17,7 +17,7 @@ std::uint64_t Rng::next() {
 TextData split_text(const model::Tokenizer& tok, const std::string& text, int seq, const std::string& source) {
   const auto stories = engine::split_stories(text);
   if (stories.size() < 2) throw fpgallm::InputError(source, "needs at least two stories (one per line) to hold one out");
-  const std::size_t n_train = (stories.size() + 1) / 2;
+  const std::size_t n_train = engine::held_out_begin(stories.size());
   TextData d;
   d.train_stories = n_train;
   d.heldout_stories = stories.size() - n_train;

@@ -105,6 +105,38 @@ TEST(Devices, ATableWithASourcelessFigureIsRejected) {
   EXPECT_FALSE(hw::load_devices(path).front().fabric.lut.has());
 }
 
+// Every card a user would weigh is in the table with every figure a prediction needs.
+TEST(Devices, EveryListedCardHasTheFiguresAPredictionNeeds) {
+  const char* fpgas[] = {"u50", "u55c", "u200", "u250", "u280", "v80", "vck190", "vck5000", "vhk158", "vcu118",
+                         "vcu128", "f1", "f2", "zcu102", "zcu104", "kv260", "stratix10-gx", "stratix10-mx",
+                         "stratix10-nx", "agilex7-f", "agilex7-m"};
+  for (const char* id : fpgas) {
+    const hw::Device* d = hw::lookup_device(id);
+    ASSERT_NE(d, nullptr) << id;
+    EXPECT_EQ(d->kind, hw::Kind::fpga) << id;
+    ASSERT_FALSE(d->memory.empty()) << id;
+    const hw::Fabric usable = d->usable();
+    for (const hw::Figure* f : {&d->memory.front().bandwidth_gbps, &d->memory.front().capacity_gb,
+                                &d->memory.front().channels, &d->kernel_clock_mhz, &usable.lut, &usable.ff, &usable.dsp,
+                                &usable.bram36, &d->int8_macs_per_dsp, &d->onchip_mb, &d->tdp_w, &d->pcie_gbps}) {
+      EXPECT_TRUE(f->has()) << id;
+      EXPECT_FALSE(f->source.empty()) << id;
+    }
+  }
+  EXPECT_TRUE(hw::find_device("f1").cloud_usd_per_hour.has());
+  const char* gpus[] = {"v100", "a100-40gb", "a100-80gb", "h100-pcie", "h100-sxm", "h200",
+                        "l4",   "l40s",      "rtx3090",   "rtx4090",   "jetson-agx-orin"};
+  for (const char* id : gpus) {
+    const hw::Device* d = hw::lookup_device(id);
+    ASSERT_NE(d, nullptr) << id;
+    EXPECT_EQ(d->kind, hw::Kind::gpu) << id;
+    EXPECT_GT(d->memory_bandwidth_gbps(), 0) << id;
+    EXPECT_GT(d->memory_capacity_gb(), 0) << id;
+    EXPECT_TRUE(d->peak_fp16_tflops.has()) << id;
+    EXPECT_TRUE(d->tdp_w.has()) << id;
+  }
+}
+
 TEST(DevicesCli, ListsAndShowsSources) {
   auto r = testing_support::run_fpgallm("devices --json");
   ASSERT_EQ(r.status, 0) << r.err;

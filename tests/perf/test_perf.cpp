@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 
 #include "hw/device.hpp"
 #include "model/presets.hpp"
 #include "perf/perf.hpp"
 #include "perf/validate.hpp"
 #include "testing.hpp"
+#include "util/error.hpp"
 #include "util/paths.hpp"
 
 namespace {
@@ -71,7 +74,11 @@ TEST(Perf, BandwidthBoundGemvByHand) {
   EXPECT_NEAR(op.compute_s, compute, 1e-12);
   EXPECT_NEAR(op.memory_s, memory, 1e-12);
   EXPECT_EQ(op.bound, perf::Bound::memory);
-  EXPECT_NEAR(op.time_s, memory + (c.op_fixed_cycles.value + 10) / 300e6, 1e-12);
+  // Fixed: issue + DMA set-up of the 32 weight channels + pipeline depth 10, and the HBM's
+  // first access (data/sim_model.json).
+  const double fixed = (c.issue_cycles.value + 32 * c.dma_setup_cycles.value + 10) / 300e6 + c.hbm_first_access_ns.value * 1e-9;
+  EXPECT_NEAR(op.fixed_s, fixed, 1e-12);
+  EXPECT_NEAR(op.time_s, memory + fixed, 1e-12);
   EXPECT_NEAR(p.decode_step_s, op.time_s + p.decode.host_s, 1e-12);
 }
 
@@ -84,7 +91,10 @@ TEST(Perf, ComputeBoundGemmByHand) {
   const double cycles = 512.0 * (4096 / 32) * (4096 / 128);
   EXPECT_NEAR(op.compute_s, cycles / 300e6, 1e-12);
   EXPECT_EQ(op.bound, perf::Bound::compute);
-  EXPECT_NEAR(op.time_s, cycles / 300e6 + (c.op_fixed_cycles.value + 10) / 300e6, 1e-12);
+  EXPECT_NEAR(op.time_s,
+              cycles / 300e6 + (c.issue_cycles.value + 32 * c.dma_setup_cycles.value + 10) / 300e6 +
+                  c.hbm_first_access_ns.value * 1e-9,
+              1e-12);
   // Achieved rate equals the array's peak apart from the fixed latency.
   EXPECT_LE(op.flops / op.time_s, perf::peak_ops_per_s(design(32, 128, 512)));
   EXPECT_GT(op.flops / op.time_s, 0.99 * perf::peak_ops_per_s(design(32, 128, 512)));
@@ -139,10 +149,16 @@ TEST(Perf, GpuDecodeIsBandwidthBoundAndCarriesAssumptions) {
   const hw::Device& a100 = hw::find_device("a100-80gb");
   const perf::Prediction p = perf::predict_gpu(a100, w);
   expect_within_bounds(p);
-  // fp16 LLaMA2-7B streams 13.5 GB per token: at 70% of 2039 GB/s that is about 9.4 ms.
-  EXPECT_NEAR(p.decode.memory_s, p.weight_bytes / (0.7 * 2039e9), 0.1 * p.decode.memory_s);
-  EXPECT_GT(p.decode_tokens_per_s, 60);
-  EXPECT_LT(p.decode_tokens_per_s, 110);
+  // fp16 LLaMA2-7B streams 13.5 GB per token: with the CUDA-graph stack's 80% of 2039 GB/s
+  // that is about 8.3 ms, plus 32 layers x 15 us of launches: about 114 tokens/s.
+  const double eff = perf::constants().gpu_graphs.bandwidth_efficiency.value;
+  EXPECT_NEAR(p.decode.memory_s, p.weight_bytes / (eff * 2039e9), 0.1 * p.decode.memory_s);
+  EXPECT_GT(p.decode_tokens_per_s, 90);
+  EXPECT_LT(p.decode_tokens_per_s, 130);
+  // Eager PyTorch: 350 us of dispatch per layer dominates (about 11 ms more per token).
+  const perf::Prediction eager = perf::predict_gpu(a100, w, 1, perf::GpuStack::eager);
+  EXPECT_NEAR(eager.decode.fixed_s, 32 * 350e-6, 1e-9);
+  EXPECT_LT(eager.decode_tokens_per_s, 0.6 * p.decode_tokens_per_s);
   bool has_efficiency = false;
   for (const auto& a : p.assumptions) has_efficiency = has_efficiency || a.name == "gpu_bandwidth_efficiency";
   EXPECT_TRUE(has_efficiency);
@@ -239,10 +255,167 @@ TEST(Perf, ValidationMedianErrorWithinBound) {
   for (const auto& r : v.rows) (r.kind == "fpga" ? fpga : gpu)++;
   EXPECT_GE(fpga, 20);
   EXPECT_GE(gpu, 10);
-  EXPECT_LE(v.median_abs_error_fpga, 0.25);
-  EXPECT_LE(v.median_abs_error_gpu, 0.25);
+  EXPECT_LE(v.median_abs_error_fpga, 0.12);
+  EXPECT_LE(v.median_abs_error_gpu, 0.10);
   EXPECT_FALSE(v.skipped.empty());
   for (const auto& s : v.skipped) EXPECT_FALSE(s.reason.empty());
+  // Every row beyond 40% is explained in the docs, under its line number.
+  std::ifstream doc(testing_support::source_path("docs/performance-model.md"));
+  const std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  const auto section = text.find("### Rows beyond 40%");
+  ASSERT_NE(section, std::string::npos);
+  const std::string explained = text.substr(section, text.find("\n## ", section) - section);
+  for (const auto& r : v.rows) {
+    if (std::fabs(r.error) <= 0.4) continue;
+    EXPECT_NE(explained.find("line " + std::to_string(r.line) + " (" + r.kind), std::string::npos)
+        << "line " << r.line << " " << r.kind << " " << r.source_id << ": " << 100 * r.error << "% not explained";
+  }
+}
+
+// Design format: what published accelerators build, charged as the hardware does.
+TEST(DesignFormat, StoredWeightsSparsityPortsUnitsByHand) {
+  const hw::Device& u280 = hw::find_device("u280");
+  const auto& c = perf::constants();
+  const auto w = one_matmul(1, 4096, 4096);
+  // 4-bit weights kept 2 of every 4 with 2-bit position indices, fp16 scales per 128.
+  arch::Design d = design(64, 128, 64);
+  d.matrix_unit.weight_bits = 4;
+  d.weights.bits = 4;
+  d.weights.sparse_n = 2;
+  d.weights.sparse_m = 4;
+  d.weights.group_size = 128;
+  ASSERT_TRUE(d.model_problems().empty());
+  ASSERT_FALSE(d.kernel_gaps().empty());  // the kernels are dense
+  const perf::Prediction p = perf::predict(d, u280, w);
+  const auto& op = p.decode.ops.at(0);
+  const double bytes = 4096.0 * 4096 * 0.5 * (4 + 2) / 8 + 4096.0 * 4096 / 128 * 2;
+  EXPECT_NEAR(op.offchip_bytes, bytes, 1);
+  EXPECT_NEAR(op.compute_s, (4096 / 64) * (4096 * 0.5 / 128) / 300e6, 1e-12);  // half the MAC steps
+  bool noted = false;
+  for (const auto& n : p.notes) noted = noted || n.find("kernels cannot run") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // 128-bit ports: 32 x 16 B x 300 MHz = 153.6 GB/s, below the HBM's 460.
+  arch::Design narrow = design(64, 128, 64);
+  narrow.memory.port_bits = 128;
+  const auto& q = perf::predict(narrow, u280, w).decode.ops.at(0);
+  EXPECT_NEAR(q.memory_s, 4096.0 * 4096 / (c.memory_efficiency.value * 32 * 16 * 300e6), 1e-12);
+  EXPECT_NEAR(perf::port_limit(narrow, u280), 32 * 16 * 300e6, 1);
+  // Three compute units split the output rows: a third of the MAC steps, one barrier per pass.
+  arch::Design three = design(32, 128, 512);
+  three.compute_units = 3;
+  const auto big = one_matmul(512, 4096, 4096);
+  const auto& u = perf::predict(three, u280, big).prefill.ops.at(0);
+  EXPECT_NEAR(u.compute_s, 512.0 * std::ceil(std::ceil(4096.0 / 3) / 32) * (4096 / 128) / 300e6, 1e-12);
+  EXPECT_NEAR(u.fixed_s,
+              (c.issue_cycles.value + 32 * c.dma_setup_cycles.value + c.cu_barrier_cycles.value + 10) / 300e6 +
+                  c.hbm_first_access_ns.value * 1e-9,
+              1e-12);
+}
+
+TEST(DesignFormat, OperatorsOnTheEmbeddedCpu) {
+  // TeLLMe-style: the classifier on the KV260's Cortex-A53s reading the shared DDR4.
+  const hw::Device& kv260 = hw::find_device("kv260");
+  ASSERT_TRUE(kv260.embedded_host());
+  const auto& c = perf::constants();
+  perf::Scenario s;
+  s.prompt = 8;
+  s.context = 64;
+  const auto w = perf::lower(*model::find_preset("stories110m"), graph::parse_scheme("int8"), s);
+  arch::Design d = design(8, 64, 64);
+  d.device = "kv260";
+  d.memory.weight_channels = 4;
+  d.memory.port_bits = 128;
+  d.host_ops = {"classifier"};
+  const perf::Prediction p = perf::predict(d, kv260, w);
+  const graph::Op* cls = nullptr;
+  for (const auto& op : w.decode.ops)
+    if (op.kind == graph::OpKind::classifier) cls = &op;
+  ASSERT_NE(cls, nullptr);
+  bool found = false;
+  for (const auto& o : p.decode.ops)
+    if (o.kind == graph::OpKind::classifier) {
+      found = true;
+      EXPECT_TRUE(o.on_host);
+      const double flops_s = cls->flops / (*kv260.host_cpu_gflops * 1e9 * c.host_cpu_efficiency.value);
+      const double bytes_s = cls->bytes() / (c.memory_efficiency.value * 19.2e9);
+      EXPECT_NEAR(o.time_s, std::max(flops_s, bytes_s) + 2 * c.host_transfer_s.value, 1e-12);
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(DesignFormat, WidthsTheKernelsDoNotImplementLoadAndPredict) {
+  for (double bits : {1.58, 2.0, 3.0, 5.0, 6.0, 3.5}) {
+    arch::Design d = design(64, 128, 64);
+    d.weights.bits = bits;
+    EXPECT_TRUE(d.model_problems().empty()) << bits;
+    EXPECT_FALSE(d.problems().empty()) << bits;
+    const auto& op = perf::predict(d, hw::find_device("u280"), one_matmul(1, 4096, 4096)).decode.ops.at(0);
+    EXPECT_NEAR(op.offchip_bytes, 4096.0 * 4096 * bits / 8 + 4096 * 4, 1) << bits;
+  }
+  arch::Design d = design(64, 128, 64);
+  for (int a : {4, 8, 16}) {
+    d.matrix_unit.act_bits = a;
+    EXPECT_TRUE(d.model_problems().empty()) << a;
+  }
+  for (int kv : {2, 4, 8, 16}) {
+    d.kv_bits = kv;
+    EXPECT_TRUE(d.model_problems().empty()) << kv;
+  }
+  d.memory.port_bits = 300;
+  EXPECT_FALSE(d.model_problems().empty());
+}
+
+TEST(Validate, NeverAbortsOnOneRowAndReadsNoBoundAsAMeasurement) {
+  const std::string dir = testing_support::scratch_dir("validate_rows");
+  const std::string csv = dir + "/rows.csv";
+  const std::string header =
+      "source_id,device,model,metric,value,batch,prompt_len,gen_len,gpu_baseline_device,gpu_baseline_value\n";
+  {
+    std::ofstream f(csv);
+    f << header << "bad_design,Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,,\n"
+      << "ratio,Alveo U280,LLaMA2-7B,decode_tokens_per_s,1.67x faster,1,,,,\n"
+      << "bound,Alveo U280,LLaMA2-7B,decode_tokens_per_s,< 10,1,,,,\n"
+      << "good,Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,A100 (vLLM FP16),100 tok/s\n"
+      << "short,Alveo U280\n";
+  }
+  std::ofstream(dir + "/bad_design.json") << "{\"device\": \"u280\", \"matrix_unit\": {\"rows\": 3}, \"quant\": \"int8\"}";
+  std::ofstream(dir + "/good.json") << "{\"device\": \"u280\", \"quant\": \"int8\", \"clock_mhz\": 225}";
+  // The aliases come from the --designs folder.
+  std::ofstream(dir + "/models.json") << "{\"models\": [{\"contains\": [\"llama2-7b\"], \"preset\": \"llama2-7b\"}]}";
+  const perf::Validation v = perf::validate(csv, dir);
+  int fpga = 0, gpu = 0;
+  for (const auto& r : v.rows) {
+    EXPECT_EQ(r.source_id, "good");
+    (r.kind == "fpga" ? fpga : gpu)++;
+    if (r.kind == "gpu") {
+      EXPECT_EQ(r.stack, "graphs");
+      EXPECT_EQ(r.precision, "fp16");
+    }
+  }
+  EXPECT_EQ(fpga, 1);
+  EXPECT_EQ(gpu, 1);
+  std::string reasons;
+  for (const auto& s : v.skipped) reasons += s.source_id + ": " + s.reason + "\n";
+  EXPECT_NE(reasons.find("bad_design: bad_design.json cannot be used"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("ratio: a bound or a ratio"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("bound: a bound or a ratio"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("short:"), std::string::npos) << reasons;
+  // A CSV with a header and no rows is an input error.
+  std::ofstream(dir + "/empty.csv") << header;
+  EXPECT_THROW(perf::validate(dir + "/empty.csv", dir), fpgallm::InputError);
+  const auto r = testing_support::run_fpgallm("validate --results " + dir + "/empty.csv");
+  EXPECT_EQ(r.status, 2);
+}
+
+TEST(Validate, GpuStackFromText) {
+  bool named = false;
+  EXPECT_EQ(perf::gpu_stack_from_text("V100S (vLLM+SmoothQuant)", &named), perf::GpuStack::graphs);
+  EXPECT_TRUE(named);
+  EXPECT_EQ(perf::gpu_stack_from_text("A100, gpt-fast int8"), perf::GpuStack::compiled);
+  EXPECT_EQ(perf::gpu_stack_from_text("RTX 4090 llama.cpp Q4_0"), perf::GpuStack::llamacpp);
+  EXPECT_EQ(perf::gpu_stack_from_text("4x V100 32GB (Megatron-LM, FP16)"), perf::GpuStack::eager);
+  EXPECT_EQ(perf::gpu_stack_from_text("A100 W8A8", &named), perf::GpuStack::eager);
+  EXPECT_FALSE(named);
 }
 
 TEST(Perf, MedianOfAbsoluteErrors) {

@@ -75,13 +75,18 @@ def test_run_and_eval_with_the_quantized_model(tmp_path, model, tokenizer, calib
 
 
 def test_int8_codes_and_scales_are_docs_quantization_2_1(model, w8a8):
-    """W8A8 weights: scale = max|w| / 127 per output row (fp32), codes = round half to even
-    of w / scale, computed here in numpy from the checkpoint's fp32 weights."""
+    """W8A8 weights: scale = the smallest fp16 value >= max|w| / 127 per output row (held in
+    fp32; fp16 so that ggml's Q8_0 holds it), codes = round half to even of w / scale, computed
+    here in numpy from the checkpoint's fp32 weights."""
     q = w8a8
     w = model.weights()["layers.2.w1"]
     layer = q.linear("layers.2.w1")
     assert layer["format"] == "int8" and layer["act"] == "int8-dynamic"
-    scale = (np.abs(w).max(axis=1) / np.float32(127)).astype(np.float32)
+    exact = (np.abs(w).max(axis=1) / np.float32(127)).astype(np.float32)
+    half = exact.astype(np.float16)  # round to nearest, then one fp16 step up where that fell below
+    below = half.astype(np.float32) < exact
+    half[below] = np.nextafter(half[below], np.float16(np.inf))
+    scale = half.astype(np.float32)
     codes = np.clip(np.rint(w * (np.float32(1) / scale)[:, None]), -127, 127).astype(np.int8)
     assert np.array_equal(layer["scale"], scale)
     assert np.array_equal(layer["q"], codes)

@@ -115,14 +115,17 @@ TEST(QuantModel, StandardGgmlTypesInTheFile) {
   const auto& t = r.tensor("blk.0.attn_q.weight");
   EXPECT_EQ(t.type, model::gguf::GgmlType::q4_0);
   EXPECT_EQ(r.tensor_floats(t), qm.linear(0, model::Linear::wq).dequantized());
-  // w2 (cols 80) is the padded layout: I8 bytes plus an F16 scale tensor.
-  EXPECT_EQ(r.tensor("blk.0.ffn_down.weight").type, model::gguf::GgmlType::i8);
-  EXPECT_EQ(r.tensor("blk.0.ffn_down.scale").type, model::gguf::GgmlType::f16);
+  // w2 (cols 80, not whole blocks) holds its exact dequantized values as F32, no side tensor.
+  EXPECT_EQ(r.tensor("blk.0.ffn_down.weight").type, model::gguf::GgmlType::f32);
+  EXPECT_EQ(r.tensor_floats(r.tensor("blk.0.ffn_down.weight")), qm.linear(0, model::Linear::w2).dequantized());
+  EXPECT_EQ(r.find_tensor("blk.0.ffn_down.scale"), nullptr);
+  // int8 per row is Q8_0 with the row's (fp16-exact) scale in every block.
   const QuantModel q8 = quantize_model(m, uniform_plan(m.config, Scheme::w8a8, 32));
   save_gguf(q8, dir + "/q8.gguf");
   model::gguf::Reader r8(dir + "/q8.gguf");
-  EXPECT_EQ(r8.tensor("output.weight").type, model::gguf::GgmlType::i8);
-  EXPECT_EQ(r8.tensor("output.scale").type, model::gguf::GgmlType::f32);
+  EXPECT_EQ(r8.tensor("output.weight").type, model::gguf::GgmlType::q8_0);
+  EXPECT_EQ(r8.tensor_floats(r8.tensor("output.weight")), q8.linear(-1, model::Linear::cls).dequantized());
+  EXPECT_EQ(r8.tensors().size(), 2u + 9u * static_cast<std::size_t>(m.config.n_layers) + 1u);
 }
 
 TEST(QuantModel, WeightBytesPerFormat) {

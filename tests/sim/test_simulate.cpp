@@ -69,7 +69,7 @@ TEST(SimLowering, DecodeMovesEveryByteOnceAndCountsMacCycles) {
   // the MAC array has the most cycles in it. Weight port: 24 channels x 14.375 GB/s /
   // 300 MHz x memory_efficiency bytes per cycle; MAC array: tiles x 2 x 4 plus one fill.
   const double rate = 24 * 14.375e9 / 300e6 * perf::constants().memory_efficiency.value;
-  const double issue = perf::constants().op_fixed_cycles.value;
+  const double issue = perf::instruction_overhead_cycles(d, d.memory.weight_channels);  // issue + DMA set-up of 24 channels
   for (const auto& op : r.ops) {
     if (op.name != "blk.0.wq" && op.name != "cls") continue;
     const std::int64_t rows = op.name == "cls" ? 32000 : 768;

@@ -105,7 +105,7 @@ TEST_P(SimAgreement, SimulatedAndAnalyticalAgree) {
     // Above: within 15%. Below: down to 0.75, because the instruction list issues fewer
     // operations than the analytical model counts (norms folded into matmuls, attention
     // one fused instruction instead of score, softmax and value), and each issue costs
-    // op_fixed_cycles; the small models are dominated by that fixed cost.
+    // perf::instruction_overhead_cycles; the small models are dominated by that fixed cost.
     EXPECT_LE(ratio, 1.15) << c.preset << " " << ph.name << " on " << c.device << " (" << d.name
                            << "): idealized simulation " << simulated << " s, analytical " << analytical << " s";
     EXPECT_GE(ratio, 0.75) << c.preset << " " << ph.name << " on " << c.device << " (" << d.name
