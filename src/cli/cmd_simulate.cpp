@@ -28,8 +28,8 @@ struct SimulateArgs {
 void print_report(const sim::Report& r, int top) {
   const double f = r.clock_mhz * 1e6;
   std::printf("%s on %s (%s, %d card%s, %.0f MHz): %s of %d token%s%s\n", r.model.c_str(), r.device.c_str(),
-              r.design.c_str(), r.cards, r.cards > 1 ? "s" : "", r.clock_mhz, arch::to_string(r.stage), r.tokens,
-              r.tokens > 1 ? "s" : "",
+              r.design.c_str(), r.cards, r.cards > 1 ? "s" : "", r.clock_mhz, arch::to_string(r.stage), r.tokens - r.decode_steps,
+              r.tokens - r.decode_steps > 1 ? "s" : "",
               r.stage == arch::Stage::decode ? (" at context " + std::to_string(r.context)).c_str() : "");
   std::printf("  %.0f cycles = %.3f ms", r.cycles, r.seconds * 1e3);
   if (r.stage == arch::Stage::decode) {

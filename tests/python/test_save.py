@@ -159,6 +159,7 @@ def test_hf_q_k_rows_give_the_same_attention_scores_under_hf_rope(trained):
     def scores(wq, wk, rope):
         q = rope((x @ wq.T).reshape(9, heads, hd), pos)
         k = rope((x @ wk.T).reshape(9, c["n_kv_heads"], hd), pos)
+        k = np.repeat(k, heads // c["n_kv_heads"], axis=1)  # grouped-query attention
         return np.einsum("thd,shd->hts", q, k)
 
     ours = scores(net.layers[1].attention.wq.weight.detach().double().numpy(),
@@ -183,7 +184,8 @@ def test_tokenizer_on_its_own(tmp_path):
     for path in (tmp_path / "m.gguf", tmp_path / "st"):
         t = fpgallm.Tokenizer(str(path))
         assert t.encode(text) == alone.encode(text)
-        assert [t.piece(i) for i in range(512)] == [alone.piece(i) for i in range(512)]
+        # The special tokens' text is the format's own (GGUF "<s>", llama2.c "\n<s>\n").
+        assert [t.piece(i) for i in range(3, 512)] == [alone.piece(i) for i in range(3, 512)]
     (tmp_path / "junk.bin").write_bytes(b"\x05\x00\x00\x00\x00\x00")
     with pytest.raises(fpgallm.InputError) as e:
         fpgallm.Tokenizer(str(tmp_path / "junk.bin"))

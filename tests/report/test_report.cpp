@@ -96,7 +96,9 @@ TEST(Svg, ClusteredPointsGetNonOverlappingLabels) {
   // The isolated GPU and some of the cluster are labelled; every point keeps a tooltip.
   EXPECT_NE(svg.find(">a100-80gb</text>"), std::string::npos);
   EXPECT_NE(svg.find(">h100-sxm</text>"), std::string::npos);
-  EXPECT_NE(svg.find(">design-0</text>"), std::string::npos);
+  int labelled = 0;
+  for (int i = 0; i < 12; ++i) labelled += svg.find(">design-" + std::to_string(i) + "</text>") != std::string::npos;
+  EXPECT_GE(labelled, 3) << "most of the cluster lost its labels";
   EXPECT_NE(svg.find("<title>design-11</title>"), std::string::npos);
 }
 
