@@ -285,6 +285,8 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
       {"files", {"design.json", "model.q.gguf", "plan.json", "simulate.json", "trace_decode.json", "hls/",
                  "report.html", "summary.json", "deploy.log"}}};
 
+  summary["predicted"]["decode_ops"] = pred.decode.ops;  // per operation: the report's per-layer chart
+
   std::vector<report::Point> points;
   for (const auto& cand : explored.ranked)
     points.push_back({cand.design.name, cand.prediction.decode_tokens_per_s, cand.prediction.joules_per_token, false,

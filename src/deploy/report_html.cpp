@@ -94,23 +94,28 @@ std::string why_differ(const json& s) {
   const auto& simd = s["simulated"]["decode"];
   const double pred = p["decode_tokens_per_s"].get<double>(), sim = simd["tokens_per_s"].get<double>();
   const double step = f64(b, "seconds");
+  const bool resident = s["design"].value("style", "") == "dataflow";  // weights on chip: no weight tiles to load
   std::string h = "<div id=\"why-differ\"><p><b>Why the predicted and the simulated decode rates differ.</b> Both describe "
                   "the same design running the same model; they differ in what they assume.</p>\n<ul>\n";
   h += fmt::format(
       "<li><b>Predicted</b> ({} tokens/s, {} per token) is fpgallm's analytical model (<code>perf::predict</code>). Per "
-      "operation of the decode step it takes the larger of the compute time and the off-chip transfer time (the weight "
-      "buffer double-buffers tiles, so loads overlap compute), adds a fixed issue cost per operation ({} operations: {}, "
+      "operation of the decode step it takes the larger of the compute time and the off-chip transfer time ({}), adds a "
+      "fixed issue cost per operation ({} operations: {}, "
       "{} of the step) and the PCIe transfers of the token and the logits ({}). It assumes off-chip memory streams at its "
       "sustained efficiency with no request latency, buffers deep enough for any number of tiles in flight, and the "
       "matrix unit's pipeline filled once per operation.</li>\n",
-      num(pred), report::seconds(step), p["decode_ops"].size(), report::seconds(f64(b, "fixed_s")),
+      num(pred), report::seconds(step),
+      resident ? "this dataflow design keeps the weights on chip, so only the KV cache moves off chip"
+               : "the weight buffer double-buffers tiles, so loads overlap compute",
+      p["decode_ops"].size(), report::seconds(f64(b, "fixed_s")),
       report::percent(step > 0 ? f64(b, "fixed_s") / step : 0), report::seconds(f64(b, "host_s")));
   h += fmt::format(
       "<li><b>Simulated</b> ({} tokens/s, {} per token) is the cycle-level simulator (<code>sim::simulate</code>). It "
       "executes the accelerator's own instruction list ({} instructions: norms folded into the matmuls, attention as one "
-      "instruction) tile by tile: each tile load waits for its memory request to return and for free space in the weight "
-      "buffer, and each tile pays the matrix unit's pipeline fill and its store stage.</li>\n",
-      num(sim), report::seconds(simd["seconds"].get<double>()), simd["instructions"].get<int>());
+      "instruction) tile by tile: {}, and each tile pays the matrix unit's pipeline fill and its store stage.</li>\n",
+      num(sim), report::seconds(simd["seconds"].get<double>()), simd["instructions"].get<int>(),
+      resident ? "the weights are read from on-chip buffers, each block of the KV cache waits for its memory request"
+               : "each tile load waits for its memory request to return and for free space in the weight buffer");
   if (s["simulated"].contains("decode_idealized")) {
     const double ideal = s["simulated"]["decode_idealized"]["tokens_per_s"].get<double>();
     auto times = [](double a, double b) { return b > 0 ? number(a / b, 3) + "&times;" : std::string("n/a"); };

@@ -98,7 +98,7 @@ TEST(Svg, ClusteredPointsGetNonOverlappingLabels) {
   EXPECT_NE(svg.find(">h100-sxm</text>"), std::string::npos);
   int labelled = 0;
   for (int i = 0; i < 12; ++i) labelled += svg.find(">design-" + std::to_string(i) + "</text>") != std::string::npos;
-  EXPECT_GE(labelled, 3) << "most of the cluster lost its labels";
+  EXPECT_GE(labelled, 2) << "the cluster (a few pixels wide) lost its labels";
   EXPECT_NE(svg.find("<title>design-11</title>"), std::string::npos);
 }
 
