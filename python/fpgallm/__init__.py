@@ -4,10 +4,14 @@ core is fpgallm._core).
 
     import fpgallm
     m = fpgallm.load("models/stories260K.bin")
-    tok = fpgallm.Tokenizer(m, "models/tok512.bin")
+    tok = fpgallm.Tokenizer("models/tok512.bin")          # or Tokenizer(m, path): checked against m
     fpgallm.generate(m, tok, "Once upon a time", steps=64, temperature=0)["text"]
     q = fpgallm.quantize(m, tok, "models/tinystories-valid-sample.txt", scheme="w8a8")
     q.save("w8a8.gguf"); fpgallm.generate(m, tok, "Once", steps=64, temperature=0, quant=q)
+    fpgallm.save(m, "model.gguf", type="f16", tokenizer=tok)  # .bin, .gguf or a safetensors folder
+
+``fpgallm.save`` also takes a trained ``fpgallm.torch.Llama`` or its state_dict (Meta or
+Hugging Face names; ``fpgallm.weights``).
 
 PyTorch integration: ``fpgallm.torch`` (accelerate, from_pretrained); host pipeline that
 keeps the accelerator busy: ``fpgallm.pipeline``. Neither is imported here, so
@@ -47,6 +51,10 @@ __all__ = [
     "load_design", "load_quant", "matmul_int8", "matmul_int8_dequant", "matrix_unit_source", "perplexity",
     "quantize", "quantize_rows",
 ]
+
+from fpgallm.weights import save  # noqa: E402
+
+__all__.append("save")
 
 # Planning and simulation, present when the build has those modules (perf, hw, sim).
 for _name in ("devices", "predict", "simulate"):

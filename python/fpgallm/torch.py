@@ -47,6 +47,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fpgallm import _core
+from fpgallm import weights as _weights
 
 QUANT_SCHEMES = ("w8a8", "fp32")
 
@@ -356,6 +357,9 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 # ---- Llama in torch, weights from the C++ loaders ------------------------------------------------
 
 class RMSNorm(nn.Module):
+    """weight * x / sqrt(mean(x^2) + eps) over the last dimension (engine::rmsnorm's bits on
+    CPU fp32 tensors); weight [dim] starts at ones."""
+
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.eps = eps
@@ -366,6 +370,11 @@ class RMSNorm(nn.Module):
 
 
 class LlamaAttention(nn.Module):
+    """Grouped-query causal self-attention with interleaved-pair RoPE: wq [n_heads*head_dim,
+    dim], wk and wv [n_kv_heads*head_dim, dim], wo [dim, n_heads*head_dim] (no biases).
+    forward(x [B, T, dim], positions [T], cache=None) -> [B, T, dim]; a cache dict keeps the
+    keys and values of earlier calls (one decode step at a time)."""
+
     def __init__(self, c: dict):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = c["n_heads"], c["n_kv_heads"], c["head_dim"]
@@ -391,6 +400,9 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaFeedForward(nn.Module):
+    """SwiGLU feed-forward: w2(silu(w1 x) * w3 x); w1 (gate) and w3 (up) [hidden_dim, dim],
+    w2 (down) [dim, hidden_dim]."""
+
     def __init__(self, c: dict):
         super().__init__()
         self.w1 = nn.Linear(c["dim"], c["hidden_dim"], bias=False)
@@ -402,6 +414,9 @@ class LlamaFeedForward(nn.Module):
 
 
 class LlamaBlock(nn.Module):
+    """One pre-norm transformer block: x + attention(attention_norm(x)), then
+    x + feed_forward(ffn_norm(x))."""
+
     def __init__(self, c: dict):
         super().__init__()
         self.attention_norm = RMSNorm(c["dim"], c["norm_eps"])
@@ -417,7 +432,14 @@ class LlamaBlock(nn.Module):
 class Llama(nn.Module):
     """A Llama-architecture language model (llama2.c layout: interleaved RoPE, SwiGLU,
     RMSNorm, grouped-query attention) computing the engine's bits on CPU fp32 (see EngineOp).
-    forward(tokens [B, T]) -> logits [B, T, vocab]."""
+
+    config: the fields of ``fpgallm.Model.config`` (dim, hidden_dim, n_layers, n_heads,
+    n_kv_heads, vocab_size, seq_len, rope_theta, norm_eps, shared_classifier).
+    forward(tokens [B, T] int64, start_pos=0, cache=None) -> logits [B, T, vocab].
+    state_dict() uses Meta's / llama2.c's names; ``state_dict(hf_names=True)`` Hugging Face's
+    (q/k rows in its rotate-half order), and load_state_dict takes either.
+    ``save_pretrained(path, format=None, type="f32", tokenizer=None)`` writes a .bin, .gguf or
+    safetensors folder that ``fpgallm run`` reads (``fpgallm.save``)."""
 
     def __init__(self, config: dict):
         super().__init__()
@@ -431,12 +453,54 @@ class Llama(nn.Module):
             self.output.weight = self.tok_embeddings.weight
 
     def forward(self, tokens: torch.Tensor, start_pos: int = 0, cache: Optional[list] = None):
+        self._check_tokens(tokens, start_pos)
         t = tokens.shape[1]
         positions = torch.arange(start_pos, start_pos + t)
         x = self.tok_embeddings(tokens)
         for i, layer in enumerate(self.layers):
             x = layer(x, positions, cache[i] if cache is not None else None)
         return self.output(self.norm(x))
+
+    def _check_tokens(self, tokens, start_pos: int):
+        c = self.config
+        if not isinstance(tokens, torch.Tensor):
+            raise TypeError(f"tokens: expected a torch.Tensor of token ids [batch, seq], got {type(tokens).__name__}")
+        if tokens.dim() != 2:
+            hint = " (a single sequence: tokens.unsqueeze(0))" if tokens.dim() == 1 else ""
+            raise ValueError(f"tokens: expected shape [batch, seq], got {tuple(tokens.shape)}{hint}")
+        if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens: expected integer token ids, got dtype {tokens.dtype}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= c["vocab_size"]):
+            raise ValueError(f"tokens: ids must be in 0..{c['vocab_size'] - 1}, got {int(tokens.min())}.."
+                             f"{int(tokens.max())}")
+        if start_pos < 0 or start_pos + tokens.shape[1] > c["seq_len"]:
+            raise ValueError(f"tokens: positions {start_pos}..{start_pos + tokens.shape[1] - 1} exceed the model's "
+                             f"context of {c['seq_len']}")
+
+    def state_dict(self, *args, hf_names: bool = False, **kwargs):
+        """torch's state_dict (Meta / llama2.c names); with hf_names=True the tensors under
+        Hugging Face LlamaForCausalLM names, q_proj/k_proj rows in its rotate-half order and
+        no lm_head when tied: what ``save_pretrained(format="safetensors")`` writes."""
+        sd = super().state_dict(*args, **kwargs)
+        if not hf_names:
+            return sd
+        hf = _weights.engine_to_hf(_weights.to_engine(sd, self.config), self.config)
+        return type(sd)((k, torch.from_numpy(v)) for k, v in hf.items())
+
+    def load_state_dict(self, state_dict, strict: bool = True, **kwargs):
+        """torch's load_state_dict; a Hugging Face-named state_dict (model.layers.N...) is
+        converted first (q/k rows back to interleaved order, a missing lm_head tied)."""
+        if _weights.is_hf(state_dict):
+            engine = _weights.to_engine(state_dict, self.config)
+            if "classifier" not in engine:
+                engine["classifier"] = engine["token_embedding"]
+            state_dict = {k: torch.from_numpy(v) for k, v in _weights.engine_to_meta(engine).items()}
+        return super().load_state_dict(state_dict, strict=strict, **kwargs)
+
+    def save_pretrained(self, path: str, format: Optional[str] = None, type: str = "f32", tokenizer=None) -> int:
+        """Writes the model (``fpgallm.save``): format "bin", "gguf" or "safetensors", or None to
+        tell it from the path; returns the bytes written."""
+        return _weights.save(self, path, format=format, type=type, tokenizer=tokenizer)
 
     def new_cache(self) -> list:
         return [{} for _ in self.layers]

@@ -19,6 +19,7 @@ struct SimulateArgs {
   std::string model, design, phase = "decode", trace;
   int prompt = 128;
   int context = 0;
+  int tokens = 0;  // decode steps after the prefill
   int top = 12;
   bool trace_tasks = false;
   bool json = false;
@@ -27,15 +28,22 @@ struct SimulateArgs {
 void print_report(const sim::Report& r, int top) {
   const double f = r.clock_mhz * 1e6;
   std::printf("%s on %s (%s, %d card%s, %.0f MHz): %s of %d token%s%s\n", r.model.c_str(), r.device.c_str(),
-              r.design.c_str(), r.cards, r.cards > 1 ? "s" : "", r.clock_mhz, arch::to_string(r.stage), r.tokens,
-              r.tokens > 1 ? "s" : "",
+              r.design.c_str(), r.cards, r.cards > 1 ? "s" : "", r.clock_mhz, arch::to_string(r.stage), r.tokens - r.decode_steps,
+              r.tokens - r.decode_steps > 1 ? "s" : "",
               r.stage == arch::Stage::decode ? (" at context " + std::to_string(r.context)).c_str() : "");
   std::printf("  %.0f cycles = %.3f ms", r.cycles, r.seconds * 1e3);
-  if (r.stage == arch::Stage::decode)
+  if (r.stage == arch::Stage::decode) {
     std::printf(" per token, %.2f tokens/s\n", r.tokens_per_s);
-  else
+  } else if (r.decode_steps == 0) {
     std::printf(" to first token, %.1f tokens/s (%d programs of up to %d tokens)\n", r.tokens_per_s, r.programs,
                 (r.tokens + r.programs - 1) / r.programs);
+  } else {
+    double prefill = 0, decode = 0;
+    for (const auto& st : r.steps) (st.stage == arch::Stage::decode ? decode : prefill) += st.cycles;
+    std::printf(" in all: a prefill of %d tokens in %.3f ms, then %d decode steps in %.3f ms (%.2f tokens/s)\n",
+                r.tokens - r.decode_steps, prefill / f * 1e3, r.decode_steps, decode / f * 1e3,
+                decode > 0 ? r.decode_steps / (decode / f) : 0.0);
+  }
   for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
   if (!r.link_bytes_per_token.empty()) {
     std::printf("  card links carried per token:");
@@ -104,6 +112,10 @@ void simulate(const SimulateArgs& a) {
   else
     throw fpgallm::InputError("--phase", "'" + a.phase + "' is not prefill or decode");
   o.prompt = a.prompt;
+  if (a.tokens > 0) {
+    o.stage = arch::Stage::prefill;
+    o.decode_steps = a.tokens;
+  }
   o.context = a.context > 0 ? a.context : std::min(d.context, m.config.seq_len);
   sim::TraceOptions t;
   t.enabled = !a.trace.empty();
@@ -142,6 +154,8 @@ void setup(CLI::App& root) {
   cmd->add_option("--phase", a->phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}));
   cmd->add_option("--prompt", a->prompt, "Prefill: prompt tokens")->check(cli::kPositive);
   cmd->add_option("--context", a->context, "Decode: positions attended by the new token (default: the design's context)")
+      ->check(cli::kPositive);
+  cmd->add_option("--tokens", a->tokens, "Prefill of --prompt tokens followed by N decode steps, on one timeline")
       ->check(cli::kPositive);
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace (Trace Event Format JSON)");
   cmd->add_flag("--trace-tasks", a->trace_tasks, "One trace event per tile task instead of per operation and unit");

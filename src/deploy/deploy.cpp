@@ -64,11 +64,14 @@ json sim_summary(const sim::Report& r) {
   for (const auto& u : r.units) {
     json states;
     for (int s = 0; s < sim::kStates; ++s) states[sim::to_string(static_cast<sim::State>(s))] = u.state[s];
-    units.push_back({{"name", u.name}, {"card", u.card}, {"utilization", u.utilization}, {"cycles", states}});
+    units.push_back({{"name", u.name}, {"kind", u.kind}, {"card", u.card}, {"utilization", u.utilization}, {"cycles", states}});
   }
+  json layers = json::array();
+  for (const auto& l : r.layers) layers.push_back({{"layer", l.layer}, {"cycles", l.cycles}});
   return {{"stage", arch::to_string(r.stage)}, {"tokens", r.tokens},     {"context", r.context},
           {"cycles", r.cycles},                {"seconds", r.seconds},   {"tokens_per_s", r.tokens_per_s},
-          {"clock_mhz", r.clock_mhz},          {"units", units},         {"notes", r.notes}};
+          {"clock_mhz", r.clock_mhz},          {"units", units},         {"layers", layers},
+          {"instructions", r.ops.size()},      {"notes", r.notes}};
 }
 
 // Writes the deployment into `dir` (a fresh temporary folder) and returns its summary.
@@ -191,6 +194,11 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   json trace;
   const sim::Report sim_decode = sim::simulate(c, design, dev, so, sim::TraceOptions{true, false}, trace);
   fpgallm::write_file_atomic(dir + "/trace_decode.json", trace.dump() + "\n");
+  // The same step with the analytical model's idealizations, to attribute the difference
+  // between prediction and simulation (docs/performance-model.md).
+  sim::Options si = so;
+  si.idealized = true;
+  const sim::Report sim_ideal = sim::simulate(c, design, dev, si);
   sim::Options sp = so;
   sp.stage = arch::Stage::prefill;
   sp.prompt = req.scenario.prompt;
@@ -267,7 +275,8 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
       {"resources", {{"fits", use.fits}, {"lines", util_rows}, {"binding", hw::to_string(use.binding())},
                      {"assumptions", use.assumptions}}},
       {"predicted", perf::summary_json(pred)},
-      {"simulated", {{"decode", sim_summary(sim_decode)}, {"prefill", sim_summary(sim_prefill)}}},
+      {"simulated", {{"decode", sim_summary(sim_decode)}, {"prefill", sim_summary(sim_prefill)},
+                     {"decode_idealized", sim_summary(sim_ideal)}}},
       {"gpu_baselines", gpu_rows},
       {"emit", emitted},
       {"verify", {{"accel_perplexity", ppl_accel.perplexity},
@@ -281,6 +290,8 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
                   {"greedy_common_prefix_with_fp32", common_prefix}}},
       {"files", {"design.json", "model.q.gguf", "plan.json", "simulate.json", "trace_decode.json", "hls/",
                  "report.html", "summary.json", "deploy.log"}}};
+
+  summary["predicted"]["decode_ops"] = pred.decode.ops;  // per operation: the report's per-layer chart
 
   std::vector<report::Point> points;
   for (const auto& cand : explored.ranked)

@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
 #include <string>
 
 #include "deploy/deploy.hpp"
+#include "report/format.hpp"
+#include "report/svg.hpp"
 
 namespace deploy {
 
@@ -30,17 +35,46 @@ std::string esc(const std::string& s) {
 
 std::string str(const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
 
-// A number with a sensible number of significant digits and SI-style thousands.
-std::string num(double v, int digits = 4) {
-  if (!std::isfinite(v)) return "n/a";
-  if (v == 0) return "0";
-  return fmt::format("{:.{}g}", v, digits);
-}
+using report::whole;
+using report::number;
+
+std::string num(double v, int digits = 4) { return number(v, digits); }
 
 std::string row(std::initializer_list<std::string> cells, bool header = false) {
   std::string s = "<tr>";
   for (const auto& c : cells) s += header ? "<th>" + c + "</th>" : "<td>" + c + "</td>";
   return s + "</tr>\n";
+}
+
+// A row whose cells after the first are numbers (right-aligned).
+std::string number_row(const std::string& first, std::initializer_list<std::string> cells, const std::string& attrs = "") {
+  std::string s = "<tr" + attrs + "><td>" + first + "</td>";
+  for (const auto& c : cells) s += "<td class=\"n\">" + c + "</td>";
+  return s + "</tr>\n";
+}
+
+double f64(const json& j, const char* key) { return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0; }
+
+// "blk.3.wq" -> 3; -1 for operations outside the blocks.
+int layer_of(const std::string& op) {
+  if (op.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(op.c_str() + 4);
+}
+
+// Predicted and simulated time of each transformer block in one decode step.
+std::string layer_chart(const json& predicted, const json& simulated) {
+  std::map<int, double> pred_s, sim_s;
+  for (const auto& o : predicted["decode_ops"]) pred_s[layer_of(o["name"].get<std::string>())] += f64(o, "time_s");
+  const double f = simulated["clock_mhz"].get<double>() * 1e6;
+  for (const auto& l : simulated["layers"]) sim_s[l["layer"].get<int>()] += l["cycles"].get<double>() / f;
+  std::vector<report::BarRow> rows;
+  std::set<int> layers;
+  for (const auto& [l, v] : pred_s) layers.insert(l);
+  for (const auto& [l, v] : sim_s) layers.insert(l);
+  for (int l : layers)
+    if (l >= 0) rows.push_back({fmt::format("layer {}", l), {1e6 * pred_s[l], 1e6 * sim_s[l]}});
+  if (layers.count(-1)) rows.push_back({"outside the layers", {1e6 * pred_s[-1], 1e6 * sim_s[-1]}});
+  return report::bar_chart_svg("Decode step: time per transformer layer", {"predicted", "simulated"}, rows, "us");
 }
 
 std::string bar(double used, double available, double ceiling) {
@@ -51,6 +85,50 @@ std::string bar(double used, double available, double ceiling) {
       "<div class=\"bar\"><div class=\"fill\" style=\"width:{:.1f}%;background:{}\"></div>"
       "<div class=\"ceil\" style=\"left:{:.1f}%\" title=\"timing-closure ceiling\"></div></div>",
       std::min(pct, 100.0), color, std::min(ceil_pct, 100.0));
+}
+
+// What the analytical prediction and the simulation each assume, and how far apart they are.
+std::string why_differ(const json& s) {
+  const auto& p = s["predicted"];
+  const auto& b = p["decode_breakdown"];
+  const auto& simd = s["simulated"]["decode"];
+  const double pred = p["decode_tokens_per_s"].get<double>(), sim = simd["tokens_per_s"].get<double>();
+  const double step = f64(b, "seconds");
+  const bool resident = s["design"].value("style", "") == "dataflow";  // weights on chip: no weight tiles to load
+  std::string h = "<div id=\"why-differ\"><p><b>Why the predicted and the simulated decode rates differ.</b> Both describe "
+                  "the same design running the same model; they differ in what they assume.</p>\n<ul>\n";
+  h += fmt::format(
+      "<li><b>Predicted</b> ({} tokens/s, {} per token) is fpgallm's analytical model (<code>perf::predict</code>). Per "
+      "operation of the decode step it takes the larger of the compute time and the off-chip transfer time ({}), adds a "
+      "fixed issue cost per operation ({} operations: {}, "
+      "{} of the step) and the PCIe transfers of the token and the logits ({}). It assumes off-chip memory streams at its "
+      "sustained efficiency with no request latency, buffers deep enough for any number of tiles in flight, and the "
+      "matrix unit's pipeline filled once per operation.</li>\n",
+      num(pred), report::seconds(step),
+      resident ? "this dataflow design keeps the weights on chip, so only the KV cache moves off chip"
+               : "the weight buffer double-buffers tiles, so loads overlap compute",
+      p["decode_ops"].size(), report::seconds(f64(b, "fixed_s")),
+      report::percent(step > 0 ? f64(b, "fixed_s") / step : 0), report::seconds(f64(b, "host_s")));
+  h += fmt::format(
+      "<li><b>Simulated</b> ({} tokens/s, {} per token) is the cycle-level simulator (<code>sim::simulate</code>). It "
+      "executes the accelerator's own instruction list ({} instructions: norms folded into the matmuls, attention as one "
+      "instruction) tile by tile: {}, and each tile pays the matrix unit's pipeline fill and its store stage.</li>\n",
+      num(sim), report::seconds(simd["seconds"].get<double>()), simd["instructions"].get<int>(),
+      resident ? "the weights are read from on-chip buffers, each block of the KV cache waits for its memory request"
+               : "each tile load waits for its memory request to return and for free space in the weight buffer");
+  if (s["simulated"].contains("decode_idealized")) {
+    const double ideal = s["simulated"]["decode_idealized"]["tokens_per_s"].get<double>();
+    auto times = [](double a, double b) { return b > 0 ? number(a / b, 3) + "&times;" : std::string("n/a"); };
+    h += fmt::format(
+        "<li><b>The difference</b>: the simulator with the analytical model's idealizations switched on (no request "
+        "latency, unbounded buffers, one pipeline fill per instruction, no store stage) runs {} tokens/s, {} the "
+        "prediction; what remains between those two is how many instructions are issued and what each costs. Request "
+        "latency, buffer depth and the per-tile pipeline fill then take it to the simulated {} tokens/s ({} the "
+        "idealized rate). docs/performance-model.md, \"Simulator vs analytical model\", has this comparison for every "
+        "preset.</li>\n",
+        num(ideal), times(ideal, pred), num(sim), times(sim, ideal));
+  }
+  return h + "</ul></div>\n";
 }
 
 }  // namespace
@@ -75,7 +153,7 @@ th{background:#f4f6f8} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .ceil{position:absolute;top:-2px;width:2px;height:18px;background:#222}
 .kpi{display:inline-block;margin:0 1.5em 1em 0} .kpi b{display:block;font-size:1.5em}
 .ok{color:#197a2e} .bad{color:#b3261e} pre{white-space:pre-wrap;background:#f7f7f7;padding:.6em;border-radius:4px}
-svg{max-width:100%;height:auto}
+svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{background:#f7f9fc;border-left:3px solid #3b7dd8;padding:.2em 1em;margin:1em 0}
 </style></head><body>
 )";
   h += fmt::format("<h1>{} on {}</h1>\n", esc(str(cfg["name"])), esc(str(s["device"]["name"])));
@@ -92,6 +170,7 @@ svg{max-width:100%;height:auto}
   h += fmt::format("<div class=\"kpi\">energy<b id=\"joules\">{} mJ/token</b></div>", num(1e3 * p["joules_per_token"].get<double>(), 3));
   h += fmt::format("<div class=\"kpi\">held-out perplexity (accelerator)<b id=\"accel-ppl\">{:.4f}</b></div>", v["accel_perplexity"].get<double>());
   h += "</div>\n";
+  h += why_differ(s);
 
   h += "<h2>Model</h2>\n<table>\n";
   h += row({"file", esc(str(s["model"]["file"]))});
@@ -99,7 +178,7 @@ svg{max-width:100%;height:auto}
   h += row({"dim / hidden / layers", fmt::format("{} / {} / {}", cfg["dim"].get<int>(), cfg["hidden_dim"].get<int>(), cfg["n_layers"].get<int>())});
   h += row({"heads (kv heads)", fmt::format("{} ({})", cfg["n_heads"].get<int>(), cfg["n_kv_heads"].get<int>())});
   h += row({"vocabulary / context", fmt::format("{} / {}", cfg["vocab_size"].get<int>(), cfg["seq_len"].get<int>())});
-  h += row({"parameters", num(cfg["n_params"].get<double>(), 6)});
+  h += row({"parameters", whole(cfg["n_params"].get<double>())});
   h += "</table>\n";
 
   h += "<h2>Quantization</h2>\n";
@@ -113,12 +192,12 @@ svg{max-width:100%;height:auto}
                    q["budget_met"].get<bool>() ? "ok" : "bad",
                    q["budget_met"].get<bool>() ? "Budget met." : "No scheme met the budget: the one with the smallest loss is deployed.");
   h += "<table>\n" + row({"scheme", "held-out perplexity", "vs fp32", "linear weight bytes", "within budget", "deployed"}, true);
-  h += row({"fp32", fmt::format("{:.4f}", q["fp32_perplexity"].get<double>()), "", num(q["fp32_weight_bytes"].get<double>(), 6), "", ""});
+  h += row({"fp32", fmt::format("{:.4f}", q["fp32_perplexity"].get<double>()), "", report::bytes(q["fp32_weight_bytes"].get<double>()), "", ""});
   for (const auto& r : q["candidates"]) {
     std::string name = str(r["scheme"]);
     if (r["group"].get<int>() > 0) name += fmt::format(" (g{})", r["group"].get<int>());
     h += row({esc(name), fmt::format("{:.4f} &plusmn; {:.4f}", r["perplexity"].get<double>(), r["perplexity_err"].get<double>()),
-              fmt::format("{:+.3f}%", 100 * r["rel_increase"].get<double>()), num(r["weight_bytes"].get<double>(), 6),
+              fmt::format("{:+.3f}%", 100 * r["rel_increase"].get<double>()), report::bytes(r["weight_bytes"].get<double>()),
               r["meets_budget"].get<bool>() ? "yes" : "no", str(r["scheme"]) == str(q["chosen"]) ? "&#10003;" : ""});
   }
   h += "</table>\n";
@@ -132,8 +211,9 @@ svg{max-width:100%;height:auto}
                                        d["matrix_unit"]["acc_bits"].get<int>())});
   h += row({"vector unit", fmt::format("{} lanes", d["vector_unit"]["lanes"].get<int>())});
   h += row({"weight tile", fmt::format("{} x {}", d["tiling"]["tile_rows"].get<int>(), d["tiling"]["tile_cols"].get<int>())});
-  h += row({"buffers (weights / activations / KV)", fmt::format("{} / {} / {} bytes", d["buffers"]["weight_bytes"].get<long>(),
-                                                                 d["buffers"]["activation_bytes"].get<long>(), d["buffers"]["kv_bytes"].get<long>())});
+  h += row({"buffers (weights / activations / KV)", fmt::format("{} / {} / {}", report::bytes(d["buffers"]["weight_bytes"].get<double>()),
+                                                                 report::bytes(d["buffers"]["activation_bytes"].get<double>()),
+                                                                 report::bytes(d["buffers"]["kv_bytes"].get<double>()))});
   h += row({"memory channels (weights / KV / activations)", fmt::format("{} / {} / {}", d["memory"]["weight_channels"].get<int>(),
                                                                          d["memory"]["kv_channels"].get<int>(), d["memory"]["activation_channels"].get<int>())});
   h += row({"batch / context", fmt::format("{} / {}", d["batch"].get<int>(), d["context"].get<int>())});
@@ -154,7 +234,7 @@ svg{max-width:100%;height:auto}
 
   h += "<h2>Resource utilization</h2>\n<table id=\"resources\">\n" + row({"resource", "used", "available", "", "fits"}, true);
   for (const auto& l : s["resources"]["lines"]) {
-    h += row({esc(str(l["resource"])), num(l["used"].get<double>(), 6), num(l["available"].get<double>(), 6),
+    h += row({esc(str(l["resource"])), num(l["used"].get<double>(), 6), whole(l["available"].get<double>()),
               bar(l["used"].get<double>(), l["available"].get<double>(), l["ceiling"].get<double>()),
               l["fits"].get<bool>() ? "yes" : "<span class=\"bad\">no</span>"});
   }
@@ -165,16 +245,54 @@ svg{max-width:100%;height:auto}
 
   h += "<h2>Simulated timeline</h2>\n<table>\n" + row({"phase", "tokens", "cycles", "time", "tokens/s"}, true);
   for (const auto* ph : {&simd, &simp})
-    h += row({esc(str((*ph)["stage"])), std::to_string((*ph)["tokens"].get<int>()), num((*ph)["cycles"].get<double>(), 8),
-              fmt::format("{} ms", num(1e3 * (*ph)["seconds"].get<double>())), num((*ph)["tokens_per_s"].get<double>())});
-  h += "</table>\n<p>Per unit, decode (cycles):</p>\n<table>\n" + row({"unit", "busy", "memory", "dependency", "buffer", "idle", "utilization"}, true);
+    h += number_row(esc(str((*ph)["stage"])), {whole((*ph)["tokens"].get<double>()), whole((*ph)["cycles"].get<double>()),
+                                               report::seconds((*ph)["seconds"].get<double>()), num((*ph)["tokens_per_s"].get<double>())});
+  h += "</table>\n<p>Per unit, one decode step (cycles of the design clock; each row adds up to the step's " +
+       whole(simd["cycles"].get<double>()) + " cycles):</p>\n<table id=\"sim-units\">\n" +
+       row({"unit", "busy", "waiting for memory", "waiting for a dependency", "waiting for buffer space", "idle", "busy share",
+            "carrying data"}, true);
+  const double step_cycles = simd["cycles"].get<double>();
   for (const auto& u : simd["units"]) {
     const auto& st = u["cycles"];
-    h += row({esc(str(u["name"])), num(st.value("busy", 0.0), 8), num(st.value("memory", 0.0), 8),
-              num(st.value("dependency", 0.0), 8), num(st.value("buffer", 0.0), 8), num(st.value("idle", 0.0), 8),
-              fmt::format("{:.1f}%", 100 * u["utilization"].get<double>())});
+    const bool port = u.contains("kind") ? u["kind"] == "memory" || u["kind"] == "host_link" || u["kind"] == "card_link"
+                                         : false;
+    h += number_row(esc(str(u["name"])),
+                    {whole(f64(st, "busy")), whole(f64(st, "wait_memory")), whole(f64(st, "wait_dependency")),
+                     whole(f64(st, "wait_buffer")), whole(f64(st, "idle")),
+                     report::percent(step_cycles > 0 ? f64(st, "busy") / step_cycles : 0),
+                     port ? report::percent(u["utilization"].get<double>()) : "&ndash;"},
+                    " data-unit=\"" + esc(str(u["name"])) + "\"");
   }
-  h += "</table>\n<p>The full timeline is <code>trace_decode.json</code> (open it in ui.perfetto.dev or chrome://tracing).</p>\n";
+  h += "</table>\n<p class=\"note\">A compute unit is <i>busy</i> while it works, <i>waiting for memory</i> while its next "
+       "task needs a load still in flight, <i>waiting for a dependency</i> while it needs another unit's result (the "
+       "controller: the instruction in flight), <i>waiting for buffer space</i> while a load has no free buffer. A port "
+       "(memory channels, PCIe) is <i>busy</i> while a request is outstanding, request latency included; <i>carrying "
+       "data</i> is the share of the step its channels actually move bytes at their sustained bandwidth. A PCIe link "
+       "spends most of a transfer of a few bytes on its fixed latency, so it can be busy for thousands of cycles while "
+       "carrying data well under 1% of the step.</p>\n";
+  h += "<p>The full timeline is <code>trace_decode.json</code> (open it in ui.perfetto.dev or chrome://tracing).</p>\n";
+  h += "<div id=\"layers\">" + layer_chart(p, simd) + "</div>\n";
+  h += "<p class=\"note\">Predicted: the analytical model's operations of each layer; simulated: each layer's "
+       "instructions from first start to last end. Outside the layers: the embedding, the final norm and the "
+       "classifier.</p>\n";
+
+  if (p.contains("power")) {
+    const auto& pw = p["power"];
+    h += "<h2>Power while decoding</h2>\n";
+    const std::vector<report::BarRow> parts = {
+        {"static (board at idle)", {f64(pw, "static_w")}}, {"DSP (matrix unit)", {f64(pw, "dsp_w")}},
+        {"block RAM and UltraRAM", {f64(pw, "bram_w")}},    {"logic (LUT, FF, routing)", {f64(pw, "logic_w")}},
+        {"off-chip memory traffic", {f64(pw, "memory_w")}}};
+    h += "<div id=\"power-chart\">" + report::bar_chart_svg(fmt::format("Board power: {} W per card", num(f64(pw, "total_w"), 3)),
+                                                              {}, parts, "W") + "</div>\n";
+    h += "<table id=\"power\">\n" + row({"component", "watts", "share"}, true);
+    for (const auto& part : parts)
+      h += number_row(part.label, {num(part.values[0], 3), report::percent(part.values[0] / f64(pw, "total_w"))});
+    h += number_row("<b>total per card</b>", {num(f64(pw, "total_w"), 3), "100.0%"});
+    h += "</table>\n<ul class=\"note\">";
+    for (const auto& a : pw["assumptions"]) h += "<li>" + esc(str(a)) + "</li>";
+    h += "</ul>\n";
+  }
 
   h += "<h2>Against GPUs (same workload)</h2>\n<table id=\"gpus\">\n" +
        row({"target", "decode tokens/s", "time to first token", "board power", "energy per token", "USD per M tokens"}, true);
@@ -192,7 +310,7 @@ svg{max-width:100%;height:auto}
   h += row({"held-out perplexity, accelerator backend (C simulation of the HLS kernels)",
             fmt::format("{:.6f} &plusmn; {:.4f}", v["accel_perplexity"].get<double>(), v["accel_perplexity_err"].get<double>())});
   h += row({"held-out perplexity, simulated quantization (fp32 engine)", fmt::format("{:.6f}", v["simulated_quant_perplexity"].get<double>())});
-  h += row({"relative difference", fmt::format("{:+.2e}", v["accel_vs_simulated_rel"].get<double>())});
+  h += row({"relative difference", fmt::format("{:+.4f}%", 100 * v["accel_vs_simulated_rel"].get<double>())});
   h += row({"greedy tokens identical to the fp32 model", fmt::format("{} of {} (first {} in a row)", v["greedy_same_as_fp32"].get<int>(),
                                                                       v["greedy_tokens"].get<int>(), v["greedy_common_prefix_with_fp32"].get<int>())});
   h += "</table>\n<p>Greedy sample through the accelerator backend:</p>\n<pre id=\"sample\">" + esc(str(v["greedy_text"])) + "</pre>\n";

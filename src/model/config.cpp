@@ -69,4 +69,23 @@ void to_json(nlohmann::json& j, const Config& c) {
                      {"n_params", c.n_params()}};
 }
 
+void from_json(const nlohmann::json& j, Config& c) {
+  Config d;
+  d.name = j.value("name", std::string());
+  d.arch = arch_from_string(j.value("arch", std::string("llama")));
+  d.dim = j.at("dim").get<int>();
+  d.hidden_dim = j.at("hidden_dim").get<int>();
+  d.n_layers = j.at("n_layers").get<int>();
+  d.n_heads = j.at("n_heads").get<int>();
+  d.n_kv_heads = j.value("n_kv_heads", d.n_heads);
+  d.vocab_size = j.at("vocab_size").get<int>();
+  d.seq_len = j.at("seq_len").get<int>();
+  d.rope_theta = j.value("rope_theta", d.rope_theta);
+  d.norm_eps = j.value("norm_eps", d.norm_eps);
+  d.shared_classifier = j.value("shared_classifier", d.shared_classifier);
+  if (j.contains("head_dim") && j.at("head_dim").get<int>() != d.head_dim())
+    throw std::invalid_argument(fmt::format("head_dim {} is not dim / n_heads ({})", j.at("head_dim").get<int>(), d.head_dim()));
+  c = d;
+}
+
 }  // namespace model

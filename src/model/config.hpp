@@ -46,5 +46,8 @@ struct Config {
 };
 
 void to_json(nlohmann::json& j, const Config& c);
+// The inverse (the derived fields head_dim and n_params are checked or ignored); throws
+// nlohmann::json::exception for a missing field, std::invalid_argument for a wrong one.
+void from_json(const nlohmann::json& j, Config& c);
 
 }  // namespace model

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "model/gguf.hpp"
+#include "model/gguf_llama.hpp"
 #include "model/presets.hpp"
 #include "util/error.hpp"
 #include "util/json_file.hpp"
@@ -274,6 +276,23 @@ Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path) {
   if (std::filesystem::exists(beside)) return Tokenizer::load_llama2c(beside.string(), m.config.vocab_size);
   throw fpgallm::InputError(m.source_path, "has no tokenizer inside, no " + manifest_file(source).filename().string() +
                                                " naming one and no tokenizer.bin beside it; pass one with -z");
+}
+
+Tokenizer load_tokenizer(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw fpgallm::InputError(path, "no such file or directory");
+  if (S_ISDIR(st.st_mode)) {
+    const auto inside = std::filesystem::path(path) / "tokenizer.bin";
+    if (!std::filesystem::exists(inside)) throw fpgallm::InputError(path, "is a folder without tokenizer.bin");
+    return Tokenizer::load_llama2c(inside.string(), 0);
+  }
+  fpgallm::MappedFile probe(path);
+  if (probe.size() < 4 || std::memcmp(probe.data(), "GGUF", 4) != 0) return Tokenizer::load_llama2c(path, 0);
+  const gguf::Reader r(path);
+  if (!r.find("tokenizer.ggml.tokens")) throw fpgallm::InputError(path, "holds no tokenizer (no tokenizer.ggml.tokens)");
+  auto t = tokenizer_from_gguf(r, static_cast<int>(r.get_strings("tokenizer.ggml.tokens").size()));
+  if (!t) throw fpgallm::InputError(path, "holds a tokenizer that is not tokenizer.ggml.model \"llama\"");
+  return *t;
 }
 
 Model load(const std::string& path) {

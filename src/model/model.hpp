@@ -98,6 +98,9 @@ Manifest manifest_for(const std::string& checkpoint);
 // else the one inside the checkpoint, else the one its manifest names, else
 // "tokenizer.bin" beside it.
 Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path);
+// A tokenizer on its own, without a model: a llama2.c tokenizer.bin (every token in it), the
+// tokenizer.ggml.* metadata of a .gguf, or tokenizer.bin inside a safetensors folder.
+Tokenizer load_tokenizer(const std::string& path);
 
 Model load_llama2c(const std::string& path);
 void save_llama2c(const Model& m, const std::string& path);

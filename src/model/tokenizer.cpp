@@ -22,14 +22,14 @@ Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores)
 Tokenizer Tokenizer::load_llama2c(const std::string& path, int vocab_size) {
   fpgallm::MappedFile file(path);
   fpgallm::ByteReader in(file.bytes(), path);
-  if (vocab_size <= 0) in.fail("vocabulary size must be positive");
+  if (vocab_size < 0) in.fail("vocabulary size must not be negative");
   auto max_len = in.read<std::int32_t>("max_token_length");
   if (max_len <= 0 || max_len > 4096) in.fail(fmt::format("implausible max_token_length {}", max_len));
   std::vector<std::string> pieces;
   std::vector<float> scores;
   pieces.reserve(static_cast<std::size_t>(vocab_size));
   scores.reserve(static_cast<std::size_t>(vocab_size));
-  for (int i = 0; i < vocab_size; ++i) {
+  for (int i = 0; vocab_size == 0 ? in.remaining() > 0 : i < vocab_size; ++i) {
     if (in.remaining() == 0)
       in.fail(fmt::format("has {} tokens but the model's vocabulary has {}", i, vocab_size));
     scores.push_back(in.read<float>("token score"));
@@ -38,6 +38,7 @@ Tokenizer Tokenizer::load_llama2c(const std::string& path, int vocab_size) {
       in.fail(fmt::format("token {} has length {} (max_token_length {})", i, len, max_len));
     pieces.push_back(in.read_string(static_cast<std::size_t>(len), "token bytes"));
   }
+  if (pieces.empty()) in.fail("holds no tokens");
   if (in.remaining() != 0)
     in.fail(fmt::format("has more tokens than the model's vocabulary of {} ({} bytes left over)",
                         vocab_size, in.remaining()));

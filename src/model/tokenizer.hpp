@@ -18,7 +18,8 @@ class Tokenizer {
   Tokenizer(std::vector<std::string> pieces, std::vector<float> scores);
 
   // llama2.c tokenizer.bin: int32 max_token_length, then per token: f32 score, i32 len, bytes.
-  // The vocabulary size is not stored; it must be given (it is the model's).
+  // The vocabulary size is not stored: given (the model's), it is checked; 0 reads every
+  // token up to the end of the file.
   static Tokenizer load_llama2c(const std::string& path, int vocab_size);
   void save_llama2c(const std::string& path) const;
 

@@ -16,6 +16,7 @@
 #include "arch/design.hpp"
 #include "graph/workload.hpp"
 #include "hw/device.hpp"
+#include "hw/power.hpp"
 
 namespace perf {
 
@@ -210,6 +211,7 @@ struct Prediction {
   double decode_tokens_per_s = 0;  // batch / decode_step_s
   double prefill_tokens_per_s = 0;
   double watts = 0;                // board power while decoding, all cards
+  hw::Power power;                 // FPGA: watts by component while decoding, one card
   double joules_per_token = 0;     // decode
   double usd_per_mtoken = 0;       // decode, 0 when no price is known
   PhaseTime prefill, decode;

@@ -478,6 +478,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     act.offchip_bytes_per_s = p.decode.offchip_bytes / p.cards / p.decode.seconds;
     const hw::Power pw = hw::estimate_power(d, dev, use, act);
     p.watts = pw.total_w * p.cards;
+    p.power = pw;
     for (const auto& a : pw.assumptions) p.notes.push_back("power: " + a);
   } catch (const fpgallm::InputError& e) {
     p.notes.push_back(std::string("no power estimate: ") + e.what());
@@ -697,6 +698,7 @@ nlohmann::json summary_json(const Prediction& p) {
                       {"usd_per_mtoken", p.usd_per_mtoken},
                       {"assumptions", p.assumptions},
                       {"notes", p.notes}};
+  if (p.power.total_w > 0) j["power"] = p.power;
   if (p.kind == hw::Kind::fpga && p.cards > 1)
     j["communication"] = communication_json(p.decode_transfers, p.cards, p.scenario.batch);
   for (auto [name, ph] : {std::pair{"prefill_breakdown", &p.prefill}, std::pair{"decode_breakdown", &p.decode}})

@@ -131,6 +131,9 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "fpgallm C++ core: checkpoints, tokenizer, fp32 engine, designs, int8 matrix unit";
 
   static py::exception<fpgallm::InputError> input_error(m, "InputError", PyExc_ValueError);
+  input_error.attr("__doc__") =
+      "Bad input (a file, an option, a shape), in one line: 'SOURCE: PROBLEM' as the fpgallm command prints it; "
+      "a ValueError";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -182,7 +185,13 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("path"), "Loads a llama2.c .bin, .gguf, safetensors folder, or a preset name (config only)");
 
-  py::class_<model::Tokenizer>(m, "Tokenizer")
+  py::class_<model::Tokenizer>(m, "Tokenizer",
+                               "SentencePiece-style byte-pair tokenizer (llama2.c tokenizer.bin, or a GGUF's "
+                               "tokenizer.ggml.* vocabulary). Tokenizer(path) reads one on its own; "
+                               "Tokenizer(model, path='') gives a loaded model's, checked against its vocabulary.")
+      .def(py::init([](const std::string& path) { return model::load_tokenizer(path); }), py::arg("path"),
+           "A tokenizer file on its own: tokenizer.bin (every token in it), a .gguf's vocabulary, or "
+           "tokenizer.bin inside a safetensors folder")
       .def(py::init([](const model::Model& mdl, const std::string& path) { return model::tokenizer_for(mdl, path); }),
            py::arg("model"), py::arg("path") = "",
            "The model's tokenizer: the file given, else the one in the checkpoint, else tokenizer.bin beside it")
@@ -288,6 +297,7 @@ PYBIND11_MODULE(_core, m) {
       "held-out half is measured (part: 'held-out')");
 
   fp::bind_quant(m);
+  fp::bind_save(m);
   fp::bind_engine_ops(m);
 
   // ---- designs ----------------------------------------------------------------------------

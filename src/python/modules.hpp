@@ -8,5 +8,8 @@ namespace fpgallm_python {
 void bind_engine_ops(pybind11::module_& m);
 // QuantModel, quantize, load_quant (quant.cpp); after Model and Transformer are bound.
 void bind_quant(pybind11::module_& m);
+// model_from_weights, save_model, interleaved_to_hf, hf_to_interleaved (save.cpp); after Model
+// and Tokenizer are bound.
+void bind_save(pybind11::module_& m);
 
 }  // namespace fpgallm_python

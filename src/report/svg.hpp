@@ -23,6 +23,16 @@ struct Point {
 std::string scatter_svg(const std::vector<Point>& points, const std::string& title, const std::string& x_label,
                         const std::string& y_label);
 
+// Horizontal bars: one row per entry, one bar per series in each row (colours named by a
+// legend when there are several series), the value printed at each bar's end in `unit`.
+// Rows are laid out one below the other, so no two labels can overlap.
+struct BarRow {
+  std::string label;
+  std::vector<double> values;  // one per series
+};
+std::string bar_chart_svg(const std::string& title, const std::vector<std::string>& series,
+                          const std::vector<BarRow>& rows, const std::string& unit);
+
 // Two plots side by side in one SVG.
 std::string side_by_side(const std::string& left, const std::string& right);
 

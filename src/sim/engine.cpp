@@ -118,6 +118,26 @@ double Engine::port_rate(int unit) const {
 
 Cycles Engine::transfer_cycles(int unit, std::int64_t bytes) const { return static_cast<double>(bytes) / port_rate(unit); }
 
+void ByteTimeline::add(Cycles start, Cycles end, double n) {
+  if (!(n > 0)) return;
+  while (end > width * kMaxBuckets) {
+    std::vector<double> merged((bytes.size() + 1) / 2, 0.0);
+    for (std::size_t i = 0; i < bytes.size(); ++i) merged[i / 2] += bytes[i];
+    bytes = std::move(merged);
+    width *= 2;
+  }
+  const auto last = static_cast<std::size_t>(std::max(0.0, std::ceil(end / width) - 1));
+  if (bytes.size() <= last) bytes.resize(last + 1, 0.0);
+  if (!(end > start)) {
+    bytes[last] += n;
+    return;
+  }
+  for (auto i = static_cast<std::size_t>(start / width); i <= last; ++i) {
+    const Cycles lo = std::max(start, i * width), hi = std::min(end, (i + 1) * width);
+    if (hi > lo) bytes[i] += n * (hi - lo) / (end - start);
+  }
+}
+
 namespace {
 
 struct Event {
@@ -205,9 +225,9 @@ Result Engine::run() const {
     return State::dependency;
   };
   auto can_claim = [&](const Task& k) { return k.claim_buffer < 0 || free_bytes[k.claim_buffer] >= k.claim_bytes; };
-  auto account_start = [&](TaskId h, Cycles start, Cycles end, Cycles busy) {
+  auto account_start = [&](TaskId h, Cycles issue, Cycles start, Cycles end, Cycles busy) {
     const auto& k = tasks_[h];
-    r.times[h] = {start, end};
+    r.times[h] = {start, end, issue};
     auto& o = r.ops[k.op];
     o.start = std::min(o.start, start);
     o.end = std::max(o.end, end);
@@ -235,7 +255,7 @@ Result Engine::run() const {
       }
       ++ur.head;
       ur.running = h;
-      account_start(h, now, now + k.cycles, k.cycles);
+      account_start(h, now, now, now + k.cycles, k.cycles);
       return set_state(u, State::busy, now);
     }
     // Transfer port: issue every ready request in order; each queues behind earlier data.
@@ -271,13 +291,14 @@ Result Engine::run() const {
         const Cycles busy = static_cast<double>(bytes) / rate;
         ur.channel_free[c] = start + busy;
         r.units[u].channel_busy[c] += busy;
+        r.units[u].timeline.add(start, start + busy, static_cast<double>(bytes));
         first = std::min(first, start);
         last = std::max(last, start + busy);
       }
       ur.next_channel = (ur.next_channel + bursts) % n;
       if (bursts == 0) first = last = arrive;
       r.units[u].bytes += k.bytes;
-      account_start(h, first, last, static_cast<double>(k.bytes) / (rate * n));
+      account_start(h, now, first, last, static_cast<double>(k.bytes) / (rate * n));
     }
     if (ur.in_flight > 0) return set_state(u, State::busy, now);
     set_state(u, blocked_on_buffer ? State::buffer : State::idle, now);

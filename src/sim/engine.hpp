@@ -84,12 +84,24 @@ struct Task {
 
 struct TaskTime {
   Cycles start = 0, end = 0;
+  Cycles issue = 0;  // when the unit took it (a transfer's request; a compute task's start)
+};
+
+// Bytes a transfer port carried over time: bucket i holds what its channels moved during
+// [i * width, (i + 1) * width) (each burst spread evenly over its own interval). The width
+// doubles (pairs of buckets merged) whenever the run outgrows kMaxBuckets.
+struct ByteTimeline {
+  static constexpr std::size_t kMaxBuckets = 1024;
+  Cycles width = 1;
+  std::vector<double> bytes;
+  void add(Cycles start, Cycles end, double n);
 };
 
 struct UnitStats {
   Cycles state[kStates] = {};
   std::int64_t bytes = 0;      // transfer ports
   std::vector<Cycles> channel_busy;  // transfer ports: data time per channel
+  ByteTimeline timeline;             // transfer ports
   std::int64_t tasks = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "perf/perf.hpp"
+#include "sim/trace.hpp"
 #include "util/error.hpp"
 #include "util/paths.hpp"
 
@@ -482,8 +483,8 @@ double model_weight_bytes(const model::Config& cfg, const arch::Design& d, const
   return w;
 }
 
-void fill_report(Report& rep, const Lowering& low, const Engine& e, const Result& r, const TraceOptions& trace,
-                 json* trace_out) {
+void fill_report(Report& rep, const Lowering& low, const Engine& e, const Result& r,
+                 const std::vector<arch::Program>& programs, const TraceOptions& trace, json* trace_out) {
   const double f = rep.clock_mhz * 1e6;
   rep.cycles = r.cycles;
   rep.seconds = r.cycles / f;
@@ -543,79 +544,29 @@ void fill_report(Report& rep, const Lowering& low, const Engine& e, const Result
   }
   for (auto& [key, l] : layers) rep.layers.push_back(l);
 
-  if (!trace.enabled || !trace_out) return;
-  // Trace Event Format: pid = card, tid = unit; timestamps in microseconds.
-  json events = json::array();
-  const double us = 1e6 / f;
-  for (int card = 0; card < rep.cards; ++card) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", card}, {"tid", 0},
-                      {"args", {{"name", fmt::format("card {} ({} on {})", card, rep.design, rep.device)}}}});
-    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", card}, {"tid", 0}, {"args", {{"sort_index", card}}}});
+  // Per program (prefill block or decode step), over all cards.
+  rep.steps.assign(programs.size(), {});
+  for (std::size_t p = 0; p < programs.size(); ++p) {
+    rep.steps[p].stage = programs[p].stage;
+    rep.steps[p].position = programs[p].pos;
+    rep.steps[p].tokens = programs[p].tokens;
   }
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", units[u].card}, {"tid", int(u)},
-                      {"args", {{"name", units[u].name}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", units[u].card}, {"tid", int(u)},
-                      {"args", {{"sort_index", int(u)}}}});
+  std::vector<bool> seen(programs.size(), false);
+  for (const auto& op : rep.ops) {
+    auto& st = rep.steps[std::size_t(op.program)];
+    if (!seen[std::size_t(op.program)]) {
+      seen[std::size_t(op.program)] = true;
+      st.start = op.start;
+      st.cycles = op.cycles;
+      continue;
+    }
+    const Cycles end = std::max(st.start + st.cycles, op.start + op.cycles);
+    st.start = std::min(st.start, op.start);
+    st.cycles = end - st.start;
   }
-  const auto& tasks = e.tasks();
-  if (trace.tasks) {
-    // Per unit, events must not overlap on one track: transfers queued behind each
-    // other are shown from the end of the previous one.
-    std::vector<double> last_end(units.size(), 0);
-    for (std::size_t t = 0; t < tasks.size(); ++t) {
-      const auto& k = tasks[t];
-      const auto& tt = r.times[t];
-      if (tt.end <= tt.start) continue;
-      const double start = std::max(tt.start, last_end[k.unit]);
-      if (tt.end <= start) continue;
-      last_end[k.unit] = tt.end;
-      json args = {{"op", ops[k.op].name}};
-      if (k.bytes) args["bytes"] = k.bytes;
-      else args["cycles"] = k.cycles;
-      events.push_back({{"name", ops[k.op].name}, {"cat", to_string(units[k.unit].kind)}, {"ph", "X"},
-                        {"ts", start * us}, {"dur", (tt.end - start) * us}, {"pid", units[k.unit].card},
-                        {"tid", k.unit}, {"args", args}});
-    }
-  } else {
-    // One event per (operation, unit): from its first task's start to its last task's
-    // end on that unit, with the busy cycles inside.
-    struct Span {
-      double start = INFINITY, end = 0, busy = 0;
-      std::int64_t tasks = 0, bytes = 0;
-    };
-    std::map<std::pair<int, int>, Span> spans;
-    for (std::size_t t = 0; t < tasks.size(); ++t) {
-      const auto& k = tasks[t];
-      const auto& tt = r.times[t];
-      if (tt.end <= tt.start) continue;
-      auto& s = spans[{k.op, k.unit}];
-      s.start = std::min(s.start, tt.start);
-      s.end = std::max(s.end, tt.end);
-      s.busy += k.bytes ? e.transfer_cycles(k.unit, k.bytes) : k.cycles;
-      s.bytes += k.bytes;
-      ++s.tasks;
-    }
-    std::vector<double> last_end(units.size(), 0);
-    for (const auto& [key, s] : spans) {
-      const int op = key.first, unit = key.second;
-      const double start = std::max(s.start, last_end[unit]);
-      if (s.end <= start) continue;
-      last_end[unit] = s.end;
-      json args = {{"busy_cycles", s.busy}, {"span_cycles", s.end - s.start}, {"tasks", s.tasks}};
-      if (s.bytes) args["bytes"] = s.bytes;
-      if (ops[op].layer >= 0) args["layer"] = ops[op].layer;
-      events.push_back({{"name", ops[op].name}, {"cat", low.op_kind()[op]}, {"ph", "X"}, {"ts", start * us},
-                        {"dur", (s.end - start) * us}, {"pid", units[unit].card}, {"tid", unit}, {"args", args}});
-    }
-  }
-  *trace_out = {{"traceEvents", std::move(events)},
-                {"displayTimeUnit", "ns"},
-                {"otherData", {{"model", rep.model}, {"design", rep.design}, {"device", rep.device},
-                               {"stage", arch::to_string(rep.stage)}, {"clock_mhz", rep.clock_mhz},
-                               {"cycles", rep.cycles}}}};
-}
 
+  if (trace.enabled && trace_out) *trace_out = trace_json(rep, e, r, low.op_kind(), trace.tasks);
+}
 }  // namespace
 
 Report simulate(const model::Config& config, const arch::Design& design, const hw::Device& device,
@@ -653,6 +604,13 @@ Report simulate(const model::Config& config, const arch::Design& design, const h
       }
       rep.tokens = options.prompt;
       rep.context = options.prompt;
+      if (options.decode_steps < 0 || options.prompt + options.decode_steps > config.seq_len)
+        throw fpgallm::InputError("--tokens", fmt::format("{} decode steps after a prompt of {} pass the model's context of {}",
+                                                          options.decode_steps, options.prompt, config.seq_len));
+      for (int i = 0; i < options.decode_steps; ++i)
+        programs.push_back(arch::build_program(config, design, arch::Stage::decode, options.prompt + i, 1, options.precision));
+      rep.decode_steps = options.decode_steps;
+      rep.tokens += options.decode_steps;
     }
   } catch (const std::invalid_argument& e) {
     throw fpgallm::InputError(design.name, e.what());
@@ -671,7 +629,7 @@ Report simulate(const model::Config& config, const arch::Design& design, const h
   } catch (const std::logic_error& e) {
     throw fpgallm::InputError(design.name, e.what());
   }
-  fill_report(rep, low, low.engine(), r, trace, &trace_out);
+  fill_report(rep, low, low.engine(), r, programs, trace, &trace_out);
   return rep;
 }
 
@@ -684,7 +642,7 @@ Report simulate(const model::Config& config, const arch::Design& design, const h
 void to_json(json& j, const Report& r) {
   j = json{{"model", r.model},   {"design", r.design},       {"device", r.device},
            {"stage", arch::to_string(r.stage)}, {"tokens", r.tokens}, {"context", r.context},
-           {"programs", r.programs}, {"cards", r.cards},     {"clock_mhz", r.clock_mhz},
+           {"programs", r.programs}, {"decode_steps", r.decode_steps}, {"cards", r.cards}, {"clock_mhz", r.clock_mhz},
            {"cycles", r.cycles}, {"seconds", r.seconds},     {"tokens_per_s", r.tokens_per_s},
            {"tasks", r.tasks},   {"notes", r.notes}};
   json units = json::array();
@@ -703,6 +661,11 @@ void to_json(json& j, const Report& r) {
   for (const auto& l : r.layers)
     layers.push_back({{"layer", l.layer}, {"card", l.card}, {"cycles", l.cycles}, {"seconds", l.cycles / (r.clock_mhz * 1e6)}});
   j["layers"] = layers;
+  json steps = json::array();
+  for (const auto& st : r.steps)
+    steps.push_back({{"stage", arch::to_string(st.stage)}, {"position", st.position}, {"tokens", st.tokens},
+                     {"start_cycles", st.start}, {"cycles", st.cycles}, {"seconds", st.cycles / (r.clock_mhz * 1e6)}});
+  j["steps"] = steps;
   json ops = json::array();
   for (const auto& o : r.ops) {
     json busy = json::object();

@@ -42,6 +42,9 @@ struct Options {
   arch::Stage stage = arch::Stage::decode;
   int prompt = 128;   // prefill: prompt tokens (split into programs of tiling.prefill_block)
   int context = 512;  // decode: positions the new token attends (itself included)
+  // prefill: decode steps that follow it on the same timeline (positions prompt,
+  // prompt + 1, ...), as `simulate --tokens N` traces them; 0 = the prefill alone.
+  int decode_steps = 0;
   arch::PrecisionFn precision;  // per-linear weight bits; default: the design's weight_bits
   // The analytical model's idealizations, to attribute a difference between the two
   // models: no memory request latency, buffers deep enough for any number of tiles in
@@ -89,12 +92,23 @@ struct LayerReport {
   Cycles cycles = 0;  // summed over programs (prefill blocks)
 };
 
+// One program of the run: a prefill block or a decode step, from its first task's start to
+// its last task's end (all cards).
+struct StepReport {
+  arch::Stage stage = arch::Stage::decode;
+  int position = 0;  // first position
+  int tokens = 1;
+  Cycles start = 0;
+  Cycles cycles = 0;
+};
+
 struct Report {
   std::string model, design, device;
   arch::Stage stage = arch::Stage::decode;
-  int tokens = 0;       // tokens processed (prompt, or 1)
+  int tokens = 0;       // tokens processed (prompt + decode steps, or 1)
   int context = 0;      // decode context / prefill prompt
   int programs = 0;
+  int decode_steps = 0; // decode steps after the prefill (Options::decode_steps)
   int cards = 1;
   double clock_mhz = 0;
   Cycles cycles = 0;
@@ -103,6 +117,7 @@ struct Report {
   std::int64_t tasks = 0;
   std::vector<OpReport> ops;
   std::vector<LayerReport> layers;
+  std::vector<StepReport> steps;
   std::vector<UnitReport> units;
   std::vector<Assumption> assumptions;
   std::vector<std::string> notes;  // placement and modelling choices of this run
@@ -122,7 +137,10 @@ struct TraceOptions {
 Report simulate(const model::Config& config, const arch::Design& design, const hw::Device& device,
                 const Options& options);
 // The same, also collecting a Chrome/Perfetto trace (Trace Event Format JSON object:
-// {"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}).
+// {"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}): one process per
+// card (pid = card + 1), one named thread per unit whose slices are exactly its busy time
+// (they add up to UnitReport::state[busy]), a "steps" thread with one slice per program,
+// and counter tracks of each memory port's bandwidth and each buffer's occupancy.
 Report simulate(const model::Config& config, const arch::Design& design, const hw::Device& device,
                 const Options& options, const TraceOptions& trace, nlohmann::json& trace_out);
 

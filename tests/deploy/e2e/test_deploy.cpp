@@ -4,10 +4,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "engine/perplexity.hpp"
+#include "report/format.hpp"
 #include "testing.hpp"
 
 namespace {
@@ -38,6 +41,55 @@ std::map<std::string, std::string> tree_bytes(const std::string& dir) {
     if (e.is_regular_file() && e.path().filename() != "deploy.log")
       files[fs::relative(e.path(), dir).string()] = read_bytes(e.path().string());
   return files;
+}
+
+// The rendered per-unit table of report.html (DOM from headless Chromium) against the
+// simulator's own simulate.json: every unit, every state in whole cycles, the busy share and,
+// for ports, the share carrying data.
+void ExpectUnitTableMatches(const std::string& dom, const nlohmann::json& decode) {
+  const auto table_at = dom.find("id=\"sim-units\"");
+  ASSERT_NE(table_at, std::string::npos);
+  const std::string table = dom.substr(table_at, dom.find("</table>", table_at) - table_at);
+  std::map<std::string, std::vector<std::string>> rows;
+  const std::regex row_re("<tr data-unit=\"([^\"]*)\">(.*?)</tr>"), cell_re("<td[^>]*>(.*?)</td>");
+  for (std::sregex_iterator it(table.begin(), table.end(), row_re), end; it != end; ++it) {
+    const std::string cells = (*it)[2].str();
+    auto& out = rows[(*it)[1].str()];
+    for (std::sregex_iterator c(cells.begin(), cells.end(), cell_re); c != end; ++c) out.push_back((*c)[1].str());
+  }
+  ASSERT_EQ(rows.size(), decode["units"].size());
+  auto cycles = [](const std::string& cell) {
+    EXPECT_TRUE(std::regex_match(cell, std::regex("[0-9][0-9,]*"))) << "not whole cycles: " << cell;
+    std::string digits;
+    for (char ch : cell)
+      if (ch != ',') digits += ch;
+    return std::stod(digits);
+  };
+  const double total = decode["cycles"].get<double>();
+  double waits = 0;
+  for (const auto& u : decode["units"]) {
+    const std::string name = u["name"];
+    ASSERT_TRUE(rows.count(name)) << name;
+    const auto& r = rows.at(name);
+    ASSERT_EQ(r.size(), 8u) << name;
+    EXPECT_EQ(r[0], name);
+    const auto& st = u["cycles"];
+    const char* states[] = {"busy", "wait_memory", "wait_dependency", "wait_buffer", "idle"};
+    double sum = 0;
+    for (int i = 0; i < 5; ++i) {
+      const double v = st[states[i]].get<double>();
+      EXPECT_EQ(cycles(r[1 + i]), std::round(v)) << name << " " << states[i];
+      sum += v;
+      if (i >= 1 && i <= 3) waits += v;
+    }
+    EXPECT_NEAR(sum, total, 1e-6 * total) << name << ": the states add up to the step";
+    EXPECT_EQ(r[6], report::percent(st["busy"].get<double>() / total)) << name;
+    const bool port = u["kind"] == "memory" || u["kind"] == "host_link";
+    if (port) {
+      EXPECT_EQ(r[7], report::percent(u["utilization"].get<double>())) << name;
+    }
+  }
+  EXPECT_GT(waits, 0) << "every wait column is zero";
 }
 
 TEST(Deploy, WritesEveryArtifactDeterministicallyAndTheReportRenders) {
@@ -78,9 +130,18 @@ TEST(Deploy, WritesEveryArtifactDeterministicallyAndTheReportRenders) {
   for (const char* id : {"id=\"decode-tps\"", "id=\"watts\"", "id=\"accel-ppl\"", "id=\"resources\"", "id=\"gpus\"",
                          "id=\"verify\"", "<svg"})
     EXPECT_NE(html.find(id), std::string::npos) << id;
-  std::ostringstream tps;
-  tps << static_cast<long>(p["decode_tokens_per_s"].get<double>());
-  EXPECT_NE(html.find(tps.str()), std::string::npos) << "decode tokens/s " << tps.str() << " not in the rendered page";
+  const std::string tps = report::number(p["decode_tokens_per_s"].get<double>());
+  EXPECT_NE(html.find(tps), std::string::npos) << "decode tokens/s " << tps << " not in the rendered page";
+  ExpectUnitTableMatches(html, nlohmann::json::parse(read_bytes(dir + "/a/simulate.json"))["decode"]);
+  for (const char* id : {"id=\"why-differ\"", "id=\"layers\"", "id=\"power\""})
+    EXPECT_NE(html.find(id), std::string::npos) << id;
+  // Numbers for people: no exponent notation anywhere in the page's text.
+  const std::regex exponent("[0-9]e[+-][0-9]"), between_tags(">([^<]*)<");
+  std::string page_text;
+  for (std::sregex_iterator it(html.begin(), html.end(), between_tags), end; it != end; ++it)
+    page_text += (*it)[1].str() + "\n";
+  std::smatch m;
+  EXPECT_FALSE(std::regex_search(page_text, m, exponent)) << "exponent notation in the report: " << m.str();
 }
 
 TEST(Deploy, AFailureLeavesNoFolder) {
