@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "cli/quant_eval.hpp"
 #include "codegen/codegen.hpp"
 #include "model/model.hpp"
@@ -19,6 +20,7 @@ struct EmitArgs {
 };
 
 void run(const EmitArgs& a) {
+  fpgallm::check_output(a.output, fpgallm::OutputKind::folder, {a.model, a.design, a.quant});
   const model::Model m = model::load(a.model);
   const arch::Design d = arch::load(a.design);
   std::unique_ptr<cli::LoadedQuant> q;

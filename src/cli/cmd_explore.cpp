@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "dse/distributed.hpp"
 #include "model/model.hpp"
 #include "model/presets.hpp"
@@ -146,6 +147,7 @@ void print_exploration(const ExploreArgs& a, const dse::Request& req, const dse:
 
 
 void run(const ExploreArgs& a) {
+  if (!a.svg.empty()) fpgallm::check_output(a.svg, fpgallm::OutputKind::file, {a.model});
   const auto t0 = std::chrono::steady_clock::now();
   if (a.all_presets == !a.model.empty())
     throw fpgallm::InputError("explore", a.all_presets ? "name a MODEL or --all-presets, not both"
@@ -236,7 +238,8 @@ void run(const ExploreArgs& a) {
     }
   }
   std::fflush(stdout);
-  std::fprintf(stderr,
+  if (cli::progress_enabled())
+    std::fprintf(stderr,
                "explore: %d item(s) on %d rank(s): wall %.2f s; exploring took %.2f CPU-s summed over ranks (busiest rank "
                "%.2f); speed-up %.2f (summed CPU time / wall)\n",
                count, ranks, wall, summed, slowest, wall > 0 ? summed / wall : 0.0);

@@ -14,8 +14,13 @@ void setup_commands(CLI::App& root);
 // Prints j to stdout (pretty, newline-terminated).
 void print_json(const nlohmann::json& j);
 
+// Progress goes to stderr only when it is a terminal, or with --progress (so that a failing
+// command's stderr is its one error line).
+void set_progress(bool always);
+bool progress_enabled();
+
 // Progress on stderr: "\r<label> done/total" when stderr is a terminal, a line every
-// ~10% otherwise; finish() ends the line.
+// ~10% otherwise (with --progress); finish() ends the line.
 class Progress {
  public:
   explicit Progress(std::string label, bool quiet = false);
