@@ -55,6 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     back += tok.decode(ids[i - 1], ids[i]);
   }
   if (back != text) __builtin_trap();
-  if (size <= 512 && ids != reference::llama2c_encode(tok, text, true, false)) __builtin_trap();
+  // The quadratic reference on short texts only (it would dominate the run time).
+  if (size <= 128 && ids != reference::llama2c_encode(tok, text, true, false)) __builtin_trap();
   return 0;
 }
