@@ -169,6 +169,19 @@ std::string existing_ancestor(const std::string& path) {
   }
 }
 
+// The folder path goes into, which must exist and be writable.
+std::string existing_parent(const std::string& path) {
+  std::string parent = fs::path(path).parent_path().string();
+  if (parent.empty()) parent = ".";
+  struct stat st {};
+  if (::stat(parent.c_str(), &st) != 0) {
+    if (errno == ENOENT) throw InputError(path, fmt::format("folder {} does not exist", parent));
+    if (errno == ENOTDIR) return existing_ancestor(path);  // names the file in the way
+    throw InputError(path, fmt::format("{}: {}", parent, errno_text(errno)));
+  }
+  return existing_ancestor(path);
+}
+
 // Refuses replacing what exists at path (InputError naming it); returns whether something
 // does (and may be replaced).
 bool check_existing(const std::string& path, OutputKind kind) {
@@ -332,7 +345,9 @@ void check_output(const std::string& path, OutputKind kind, const std::vector<st
     if (!in.empty()) note_input(in);
   const std::string p = strip_slash(path);
   check_existing(p, kind);
-  const std::string folder = existing_ancestor(p);
+  // A file goes into an existing folder; a folder's missing parents are made (and removed
+  // again when it is not committed).
+  const std::string folder = kind == OutputKind::file ? existing_parent(p) : existing_ancestor(p);
   struct statvfs vfs {};
   if (expected_bytes > 0 && ::statvfs(folder.c_str(), &vfs) == 0) {
     const std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
@@ -417,7 +432,7 @@ OutputLock::~OutputLock() {
 
 // ---- OutputFile ---------------------------------------------------------------------------
 
-OutputFile::OutputFile(std::string path) : path_(strip_slash(std::move(path))), parents_(path_) {
+OutputFile::OutputFile(std::string path) : path_(strip_slash(std::move(path))) {
   tmp_ = temp_name(path_);
   slot_ = register_path(tmp_, kFile);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -465,7 +480,6 @@ void OutputFile::commit() {
     throw InputError(path_, "cannot write: " + errno_text(errno));
   }
   unregister_path(slot_);
-  parents_.keep();
   fsync_parent(path_);
 }
 

@@ -30,8 +30,9 @@ void install_interrupt_cleanup();
 void note_input(const std::string& path);
 
 // The checks made before the work: `path` may be written as `kind` (it names no input
-// among `inputs` or those noted, holds nothing foreign, its folder is writable or can be
-// made, and that file system has `expected_bytes` free). Throws InputError naming path.
+// among `inputs` or those noted, holds nothing foreign; a file's folder exists and is
+// writable, a folder's missing parents can be made), and that file system has
+// `expected_bytes` free. Throws InputError naming path.
 void check_output(const std::string& path, OutputKind kind, const std::vector<std::string>& inputs = {},
                   std::uint64_t expected_bytes = 0);
 
@@ -65,7 +66,7 @@ class OutputLock {
   int slot_ = -1;
 };
 
-// A file written atomically: bytes go to "<path>.tmp.<pid>.<n>" in the same folder;
+// A file written atomically into an existing folder: bytes go to "<path>.tmp.<pid>.<n>" beside it;
 // commit() fsyncs it and renames it onto path (refusing an input, and an existing file
 // unless --force; a file that appeared meanwhile is not replaced). Not committed, it is
 // removed.
@@ -83,7 +84,6 @@ class OutputFile {
 
  private:
   std::string path_, tmp_;
-  CreatedParents parents_;
   int fd_ = -1;
   int slot_ = -1;
   int error_ = 0;

@@ -28,15 +28,17 @@ std::string expand(std::string s, const std::string& d) {
 struct Command {
   const char* name;
   const char* args;
-  const char* output;  // what a finished run leaves, under {d}/out
+  const char* output;  // what a finished run leaves
+  const char* remove;  // what to remove after a finished run
 };
 
+// deploy writes into folders it makes (and removes again when interrupted).
 const Command kCommands[] = {
-    {"quantize", "quantize {d}/model.bin --calib {d}/short.txt -z {d}/tok.bin -o {d}/out/q.gguf", "{d}/out/q.gguf"},
-    {"convert", "convert {d}/m15.bin -o {d}/out/c.gguf", "{d}/out/c.gguf"},
-    {"synth", "synth --preset stories15m -o {d}/out/s.bin", "{d}/out/s.bin"},
+    {"quantize", "quantize {d}/model.bin --calib {d}/short.txt -z {d}/tok.bin -o {d}/q.gguf", "{d}/q.gguf", "{d}/q.gguf"},
+    {"convert", "convert {d}/m15.bin -o {d}/c.gguf", "{d}/c.gguf", "{d}/c.gguf"},
+    {"synth", "synth --preset stories15m -o {d}/s.bin", "{d}/s.bin", "{d}/s.bin"},
     {"deploy", "deploy {d}/model.bin --device u280 --text {d}/short.txt -z {d}/tok.bin --sample-steps 4 -o {d}/out/dep",
-     "{d}/out/dep/fpgallm-manifest.json"},
+     "{d}/out/dep/fpgallm-manifest.json", "{d}/out"},
 };
 
 class Signals : public ::testing::Test {
@@ -62,7 +64,7 @@ std::string Signals::dir_;
 TEST_F(Signals, InterruptAt25_50_75PercentLeavesNothing) {
   const std::string& d = dir_;
   for (const Command& c : kCommands) {
-    const std::string args = expand(c.args, d), output = expand(c.output, d);
+    const std::string args = expand(c.args, d), output = expand(c.output, d), remove = expand(c.remove, d);
     // How long a whole run takes here.
     const auto t0 = Clock::now();
     const auto full = safety::spawn_fpgallm(args, d + "/../" + std::string(c.name) + "-full");
@@ -70,7 +72,7 @@ TEST_F(Signals, InterruptAt25_50_75PercentLeavesNothing) {
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     ASSERT_TRUE(WIFEXITED(full_status) && WEXITSTATUS(full_status) == 0) << args << ": " << safety::read_file(full.err);
     ASSERT_TRUE(fs::exists(output)) << output;
-    fs::remove_all(d + "/out");
+    fs::remove_all(remove);
     int interrupted = 0;
     for (double fraction : {0.25, 0.5, 0.75}) {
       const std::string before = safety::hash_tree(d);
@@ -88,7 +90,7 @@ TEST_F(Signals, InterruptAt25_50_75PercentLeavesNothing) {
         EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args << ": " << safety::read_file(child.err);
         EXPECT_TRUE(fs::exists(output)) << output;
         EXPECT_TRUE(safety::debris(d).empty()) << c.name << ": " << safety::debris(d).front();
-        fs::remove_all(d + "/out");
+        fs::remove_all(remove);
       }
     }
     EXPECT_GE(interrupted, 1) << c.name << " (" << seconds << " s) finished before every signal";
