@@ -7,13 +7,28 @@
 #include "model/gguf_llama.hpp"
 #include "model/safetensors.hpp"
 #include "model/synth.hpp"
+#include "util/paths.hpp"
 
 namespace fs = std::filesystem;
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
   const fs::path root = argv[1];
-  for (const char* d : {"llama2c", "gguf", "safetensors", "tokenizer"}) fs::create_directories(root / d);
+  for (const char* d : {"llama2c", "gguf", "safetensors", "tokenizer", "design", "results_csv", "text"})
+    fs::create_directories(root / d);
+  // The parsers' seeds are the project's own files of each kind.
+  const fs::path data = fs::path(fpgallm::source_dir()) / "data";
+  for (const auto& e : fs::directory_iterator(data / "published"))
+    if (e.path().extension() == ".json" && e.path().stem() != "models") fs::copy_file(e.path(), root / "design" / e.path().filename());
+  fs::copy_file(data / "designs/u280-overlay-64x64.json", root / "design/u280-overlay-64x64.json");
+  fs::copy_file(data / "published_results.csv", root / "results_csv/published_results.csv");
+  {
+    std::ifstream in(fs::path(fpgallm::source_dir()) / "models/tinystories-valid-sample.txt", std::ios::binary);
+    std::string line;
+    for (int i = 0; i < 4 && std::getline(in, line); ++i)
+      std::ofstream(root / "text" / ("story" + std::to_string(i))) << line.substr(0, 400);
+    std::ofstream(root / "text/mixed") << "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 <0x0A> \t\"quoted\"";
+  }
 
   model::Config c;
   c.name = "tiny";

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang in their own build folder, writes seed files, and
 # runs each fuzzer for a few thousand inputs. Usage: fuzz/run.sh [BUILD_DIR] [--build-only]
-# Environment: FUZZ_RUNS (default 3000), FUZZ_SECONDS per fuzzer (default 20).
+# Environment: FUZZ_RUNS (default 3000), FUZZ_SECONDS per fuzzer (default 20), FUZZ_TARGETS
+# (default: the checkpoint readers llama2c gguf safetensors tokenizer; the parsers are
+# design results_csv text).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build-fuzz}
@@ -21,7 +23,7 @@ corpus="$build/corpus"
 rm -rf "$corpus"
 "$build/make_seeds" "$corpus"
 status=0
-for name in llama2c gguf safetensors tokenizer; do
+for name in ${FUZZ_TARGETS:-llama2c gguf safetensors tokenizer}; do
   mkdir -p "$build/artifacts/$name"
   echo "== fuzz_$name: $runs runs, at most ${seconds}s"
   if ! "$build/fuzz_$name" -runs="$runs" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \

@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -27,10 +32,13 @@ const char* to_string(Phase p) { return p == Phase::inference ? "inference" : "t
 
 namespace {
 
+constexpr const char* kRequiredSections[] = {"clock_mhz", "matrix_unit", "vector_unit", "tiling", "buffers", "memory"};
+
 bool pow2(long v) { return v > 0 && (v & (v - 1)) == 0; }
 
 template <typename E>
 E enum_from(const json& j, const char* field, std::initializer_list<E> values) {
+  if (!j.is_string()) throw std::invalid_argument(fmt::format("{}: wrong type ({}), expected a string", field, j.type_name()));
   const std::string s = j.get<std::string>();
   for (E v : values)
     if (s == to_string(v)) return v;
@@ -47,13 +55,48 @@ void check_keys(const json& j, const char* where, std::initializer_list<const ch
     if (!k.count(it.key())) throw std::invalid_argument(fmt::format("{}: unknown field '{}'", where, it.key()));
 }
 
+// An integer field takes a JSON integer, or a number with no fractional part, that fits T:
+// nlohmann's get<int> would wrap 2^32+32 to 32 and truncate 32.5 to 32.
+template <typename T>
+T integer_from(const json& v, const char* key, const char* where) {
+  constexpr auto lo = std::numeric_limits<T>::min();
+  constexpr auto hi = std::numeric_limits<T>::max();
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(hi)) throw std::invalid_argument(fmt::format("{}.{}: {} does not fit ({}..{})", where, key, u, lo, hi));
+    return static_cast<T>(u);
+  }
+  if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if (i < static_cast<std::int64_t>(lo) || i > static_cast<std::int64_t>(hi))
+      throw std::invalid_argument(fmt::format("{}.{}: {} does not fit ({}..{})", where, key, i, lo, hi));
+    return static_cast<T>(i);
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d))
+      throw std::invalid_argument(fmt::format("{}.{}: {} is not an integer", where, key, v.dump()));
+    if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+      throw std::invalid_argument(fmt::format("{}.{}: {} does not fit ({}..{})", where, key, v.dump(), lo, hi));
+    return static_cast<T>(d);
+  }
+  throw std::invalid_argument(fmt::format("{}.{}: wrong type ({}), expected an integer", where, key, v.type_name()));
+}
+
 template <typename T>
 void get(const json& j, const char* key, T& out, const char* where) {
   if (!j.contains(key)) return;
-  try {
-    out = j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw std::invalid_argument(fmt::format("{}.{}: wrong type ({})", where, key, j.at(key).type_name()));
+  const json& v = j.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    out = integer_from<T>(v, key, where);
+  } else {
+    try {
+      out = v.get<T>();
+    } catch (const json::exception&) {
+      throw std::invalid_argument(fmt::format("{}.{}: wrong type ({})", where, key, v.type_name()));
+    }
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(out)) throw std::invalid_argument(fmt::format("{}.{}: not a finite number", where, key));
   }
 }
 
@@ -266,8 +309,16 @@ Design load(const std::string& path) {
     from_json(j, d);
   } catch (const std::invalid_argument& e) {
     throw fpgallm::InputError(path, e.what());
+  } catch (const json::exception& e) {
+    throw fpgallm::InputError(path, e.what());
   }
   if (auto p = d.model_problems(); !p.empty()) throw fpgallm::InputError(path, p.front());
+  // A design file states the hardware: a missing section would silently take defaults.
+  for (const char* section : kRequiredSections)
+    if (!j.contains(section))
+      throw fpgallm::InputError(path, fmt::format("missing '{}' (a design file states clock_mhz, matrix_unit, "
+                                                  "vector_unit, tiling, buffers and memory)",
+                                                  section));
   return d;
 }
 

@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "model/model.hpp"
 #include "model/save.hpp"
 
@@ -14,11 +15,14 @@ struct ConvertArgs {
 
 void convert(const ConvertArgs& a) {
   const model::Format format = model::output_format(a.output, a.to);
+  const auto kind = format == model::Format::safetensors ? fpgallm::OutputKind::folder : fpgallm::OutputKind::file;
+  fpgallm::check_output(a.output, kind, {a.model, a.tokenizer});
   model::Model m = model::load(a.model);
+  fpgallm::check_output(a.output, kind, {}, model::expected_bytes(m.config, format, a.type));
   std::optional<model::Tokenizer> tok;
   if (!a.tokenizer.empty()) tok = model::Tokenizer::load_llama2c(a.tokenizer, m.config.vocab_size);
   else if (m.tokenizer) tok = m.tokenizer;
-  if (tok && format == model::Format::llama2c)
+  if (tok && format == model::Format::llama2c && cli::progress_enabled())
     std::fprintf(stderr, "note: a llama2.c .bin does not hold a tokenizer; keep the tokenizer file beside it\n");
   const std::uint64_t bytes = model::save(m, a.output, format, a.type, tok ? &*tok : nullptr);
   const bool with_tokenizer = tok && format != model::Format::llama2c;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "arch/design.hpp"
 #include "cli/command.hpp"
 
 #include "cost/cost.hpp"
@@ -45,12 +46,26 @@ const nlohmann::json* find_prediction(const nlohmann::json& j) {
 void fill_inputs(CostArgs& a) {
   if (!a.from.empty()) {
     const nlohmann::json j = fpgallm::read_json_file(a.from, "the prediction file");
+    if (j.is_object() && j.contains("matrix_unit")) (void)arch::load(a.from);  // a design.json: validated whole
     const nlohmann::json* p = find_prediction(j);
     if (!p) throw fpgallm::InputError(a.from, "no prediction (an object with watts and decode_tokens_per_s) inside");
-    const int cards = p->value("cards", 1);
+    auto positive = [&](const char* key) {
+      const auto& v = p->at(key);
+      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+        throw fpgallm::InputError(a.from, fmt::format("{}: {} is not a positive number", key, v.dump()));
+      return v.get<double>();
+    };
+    int cards = 1;
+    if (p->contains("cards")) {
+      const auto& v = p->at("cards");
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 4096)
+        throw fpgallm::InputError(a.from, fmt::format("cards: {} is not a whole number of cards in 1..4096", v.dump()));
+      cards = v.get<int>();
+    }
+    const double watts = positive("watts"), tps = positive("decode_tokens_per_s");
     if (a.cards <= 0) a.cards = cards;
-    if (!(a.watts > 0)) a.watts = p->at("watts").get<double>() / cards;
-    if (!a.throughput) a.throughput = p->at("decode_tokens_per_s").get<double>() / cards;
+    if (!(a.watts > 0)) a.watts = watts / cards;
+    if (!a.throughput) a.throughput = tps / cards;
     if (a.device.empty() && p->contains("device") && (*p)["device"].is_string()) a.device = (*p)["device"].get<std::string>();
   }
   if (!a.device.empty()) {

@@ -29,7 +29,7 @@ void run(DeployArgs& a) {
   std::string label;
   auto on_step = [&](int i, int n, const std::string& name) {
     progress.finish();
-    if (!a.json) std::fprintf(stderr, "step %d/%d %s\n", i, n, name.c_str());
+    if (!a.json && cli::progress_enabled()) std::fprintf(stderr, "step %d/%d %s\n", i, n, name.c_str());
   };
   auto on_progress = [&](const std::string& what, std::size_t done, std::size_t total) {
     if (what != label) {

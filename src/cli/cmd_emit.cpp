@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "cli/quant_eval.hpp"
 #include "codegen/codegen.hpp"
 #include "model/model.hpp"
@@ -23,6 +24,7 @@ struct EmitArgs {
 void print(const EmitArgs& a, const codegen::EmitResult& r);
 
 void run(const EmitArgs& a) {
+  fpgallm::check_output(a.output, fpgallm::OutputKind::folder, {a.model, a.design, a.quant});
   const model::Model m = model::load_or_preset(a.model);
   const arch::Design d = arch::load(a.design);
   if (!m.has_weights()) {

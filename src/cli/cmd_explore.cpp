@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "dse/distributed.hpp"
 #include "model/model.hpp"
 #include "model/presets.hpp"
@@ -152,6 +153,7 @@ void print_exploration(const ExploreArgs& a, const dse::Request& req, const dse:
 
 
 void run(const ExploreArgs& a) {
+  if (!a.svg.empty()) fpgallm::check_output(a.svg, fpgallm::OutputKind::file, {a.model});
   const auto t0 = std::chrono::steady_clock::now();
   if (a.all_presets == !a.model.empty())
     throw fpgallm::InputError("explore", a.all_presets ? "name a MODEL or --all-presets, not both"

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "dse/dse.hpp"
 
 #include "model/model.hpp"
@@ -56,6 +57,10 @@ void run_train(const PlanArgs& a, const model::Model& m, const hw::Device& dev) 
 }
 
 void run(const PlanArgs& a) {
+  // Both outputs are checked before the work, so that one cannot fail after the other is written.
+  if (!a.output.empty()) fpgallm::check_output(a.output, fpgallm::OutputKind::file, {a.model, a.quant});
+  if (!a.svg.empty()) fpgallm::check_output(a.svg, fpgallm::OutputKind::file, {a.model, a.quant});
+  if (!a.output.empty() && a.output == a.svg) throw fpgallm::InputError("--svg", "names the same file as -o");
   const model::Model m = model::load_or_preset(a.model);
   const hw::Device& dev = hw::find_device(a.device);
   if (a.phase == "train") return run_train(a, m, dev);

@@ -7,6 +7,7 @@
 #include "calib/simulated.hpp"
 #include "cli/quant_eval.hpp"
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
 #include "util/error.hpp"
@@ -32,8 +33,11 @@ class StageProgress {
       stage_ = stage;
       bar_ = std::make_unique<cli::Progress>("quantize: " + stage);
     }
-    if (total == 0) std::fprintf(stderr, "quantize: %s %zu\n", stage.c_str(), done);
-    else bar_->update(done, total);
+    if (total == 0) {
+      if (cli::progress_enabled()) std::fprintf(stderr, "quantize: %s %zu\n", stage.c_str(), done);
+    } else {
+      bar_->update(done, total);
+    }
   }
   void finish() {
     if (bar_) bar_->finish();
@@ -56,7 +60,14 @@ void quantize(const QuantizeArgs& a) {
   opt.kv8 = a.kv8;
   opt.sensitivity_tokens = a.sensitivity_tokens;
   if (opt.scheme == quant::Scheme::fp32) throw fpgallm::InputError("--scheme", "fp32 is the reference, not a quantization");
+  // Every output is checked before the work (minutes of it).
+  const std::vector<std::string> inputs = {a.model, a.calib, a.tokenizer};
+  fpgallm::check_output(a.out, fpgallm::OutputKind::file, inputs);
+  for (const std::string* extra : {&a.plan_json, &a.sensitivity_json})
+    if (!extra->empty()) fpgallm::check_output(*extra, fpgallm::OutputKind::file, inputs);
   model::Model m = model::load(a.model);
+  // The quantized file holds at most 8-bit weights with their scales: under 2 bytes a parameter.
+  fpgallm::check_output(a.out, fpgallm::OutputKind::file, inputs, static_cast<std::uint64_t>(m.config.n_params()) * 2);
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
   const std::string text = engine::read_text_file(a.calib);
   StageProgress progress(a.json);

@@ -5,6 +5,7 @@
 
 #include "arch/design.hpp"
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "hw/device.hpp"
 #include "model/model.hpp"
 #include "model/presets.hpp"
@@ -100,6 +101,7 @@ void print_report(const sim::Report& r, int top) {
 }
 
 void simulate(const SimulateArgs& a) {
+  if (!a.trace.empty()) fpgallm::check_output(a.trace, fpgallm::OutputKind::file, {a.model, a.design});
   const model::Model m = model::load_or_preset(a.model);
   const arch::Design d = arch::load(a.design);
   if (d.device.empty()) throw fpgallm::InputError(a.design, "design has no device");
@@ -124,7 +126,7 @@ void simulate(const SimulateArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const sim::Report r = sim::simulate(m.config, d, dev, o, t, trace);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "simulated %lld tasks in %.2f s\n", static_cast<long long>(r.tasks), wall);
+  if (cli::progress_enabled()) std::fprintf(stderr, "simulated %lld tasks in %.2f s\n", static_cast<long long>(r.tasks), wall);
   if (t.enabled) fpgallm::write_file_atomic(a.trace, trace.dump() + "\n");
   if (a.json) {
     nlohmann::json j = r;

@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "model/model.hpp"
 #include "model/presets.hpp"
 #include "model/save.hpp"
@@ -21,6 +22,9 @@ void synth(const SynthArgs& a) {
   if (!config)
     throw fpgallm::InputError(a.preset, "unknown preset (see `fpgallm presets`)" + model::preset_suggestion(a.preset));
   const model::Format format = model::output_format(a.output, a.format);
+  const auto kind = format == model::Format::safetensors ? fpgallm::OutputKind::folder : fpgallm::OutputKind::file;
+  fpgallm::check_output(a.output, kind, {}, model::expected_bytes(*config, format, a.type));
+  model::require_memory_for(*config, a.preset);
   model::Model m;
   try {
     m = model::synthesize(*config, a.seed);
@@ -28,7 +32,7 @@ void synth(const SynthArgs& a) {
     throw fpgallm::InputError(a.preset, e.what());
   }
   m.config.name = config->name;
-  if (!a.json) std::fprintf(stderr, "synthesized %s (%.1fM parameters), writing %s ...\n", config->name.c_str(),
+  if (!a.json && cli::progress_enabled()) std::fprintf(stderr, "synthesized %s (%.1fM parameters), writing %s ...\n", config->name.c_str(),
                             config->n_params() / 1e6, a.output.c_str());
   const std::uint64_t bytes = model::save(m, a.output, format, a.type, nullptr);
   if (a.json) {

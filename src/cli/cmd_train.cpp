@@ -1,9 +1,12 @@
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <ctime>
 
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include "util/output.hpp"
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
 #include "model/save.hpp"
@@ -28,6 +31,12 @@ void write_checkpoint(const model::Model& m, const model::Tokenizer& tok, const 
 }
 
 void run_train(const TrainArgs& a) {
+  // The checkpoint goes in the input's format: a folder for a safetensors folder.
+  struct stat st {};
+  const bool folder = ::stat(a.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (!a.out.empty())
+    fpgallm::check_output(a.out, folder ? fpgallm::OutputKind::folder : fpgallm::OutputKind::file,
+                          {a.model, a.data, a.tokenizer});
   model::Model m = model::load(a.model);
   if (!m.has_weights()) throw fpgallm::InputError(a.model, "has no weights (a preset cannot be trained; use fpgallm synth)");
   if (m.config.arch != model::Arch::llama) throw fpgallm::InputError(a.model, "training supports llama-architecture models only");

@@ -34,6 +34,11 @@ inline constexpr const char* kBudgetHelp =
 // Prints j to stdout (pretty, newline-terminated).
 void print_json(const nlohmann::json& j);
 
+// Progress goes to stderr only when it is a terminal, or with --progress (so that a failing
+// command's stderr is its one error line).
+void set_progress(bool always);
+bool progress_enabled();
+
 // Progress on stderr with an estimate of the time left (from the rate so far):
 // "\r<label> done/total (p%), 12 s so far, about 40 s left" when stderr is a terminal, a
 // line every ~10% otherwise; finish() ends the line.

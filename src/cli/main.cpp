@@ -1,6 +1,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <new>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -10,9 +14,11 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include "model/model.hpp"
 #include "mpi/dist.hpp"
 #include "report/format.hpp"
 #include "util/error.hpp"
+#include "util/output.hpp"
 
 namespace cli {
 
@@ -89,8 +95,16 @@ double parse_budget(const std::string& s) {
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
 
+namespace {
+bool g_progress = false;
+}  // namespace
+
+void set_progress(bool always) { g_progress = always; }
+bool progress_enabled() { return g_progress || ::isatty(STDERR_FILENO) != 0; }
+
 Progress::Progress(std::string label, bool quiet)
-    : label_(std::move(label)), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+    : label_(std::move(label)), quiet_(quiet || !progress_enabled()), tty_(::isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()) {}
 
 std::string Progress::line(std::size_t done, std::size_t total) const {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -119,6 +133,31 @@ void Progress::finish() {
   open_ = false;
 }
 
+// NaN and infinity pass CLI11's range checks (every comparison with NaN is false), and an
+// unsigned option takes "-1" as its largest value: both are refused for every numeric option.
+void refuse_impossible_numbers(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    for (CLI::Option* opt : sub->get_options()) {
+      const std::string type = opt->get_type_name();
+      const bool is_unsigned = type.rfind("UINT", 0) == 0;
+      if (!is_unsigned && type.rfind("INT", 0) != 0 && type.rfind("FLOAT", 0) != 0 && type.rfind("NUMBER", 0) != 0)
+        continue;
+      opt->check(CLI::Validator(
+          [is_unsigned](std::string& value) -> std::string {
+            const char* s = value.c_str();
+            while (std::isspace(static_cast<unsigned char>(*s))) ++s;
+            if (is_unsigned && *s == '-') return value + " is negative; expected a number >= 0";
+            char* end = nullptr;
+            const double v = std::strtod(s, &end);
+            if (end != s && !std::isfinite(v)) return value + " is not a finite number";
+            return std::string();
+          },
+          ""));
+    }
+    refuse_impossible_numbers(*sub);
+  }
+}
+
 }  // namespace cli
 
 namespace {
@@ -145,9 +184,19 @@ class HelpFormatter : public CLI::Formatter {
   }
 };
 
+// One line, always: a message that spans lines is joined.
+std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  for (std::size_t i = 0; (i = s.find('\n', i)) != std::string::npos;) s.replace(i, 1, "; ");
+  for (char& ch : s)
+    if (ch == '\r') ch = ' ';
+  return s;
+}
+
 // Under mpirun a rank that fails ends the whole job (dist::abort_job), so the others never
 // wait forever in a collective; single-process runs return the status.
-int fail(const std::string& line, int code) {
+int fail(const std::string& message, int code) {
+  const std::string line = one_line(message);
   std::cout.flush();
   if (dist::distributed()) dist::abort_job(fmt::format("{} (rank {} of {})", line, dist::rank(), dist::size()), code);
   std::cerr << line << std::endl;
@@ -162,8 +211,21 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "fpgallm 0.1.0");
   app.option_defaults()->always_capture_default();  // every option's help shows its default
   app.formatter(std::make_shared<HelpFormatter>());
+  bool force = false, progress = false, allow_nonfinite = false;
+  app.add_flag("--force", force, "Replace an existing output file (never an input; folders only when fpgallm wrote them)");
+  app.add_flag("--progress", progress, "Progress on stderr even when it is not a terminal");
+  app.add_flag("--allow-nonfinite", allow_nonfinite, "Load a checkpoint that holds NaN or infinite weights (debugging)");
+  app.fallthrough();  // --force and --progress may follow the subcommand
+  app.parse_complete_callback([&] {
+    fpgallm::set_output_force(force);
+    cli::set_progress(progress);
+    model::allow_nonfinite(allow_nonfinite);
+  });
   cli::setup_commands(app);
+  cli::refuse_impossible_numbers(app);
   dist::size();  // initializes MPI when launched by mpirun
+  fpgallm::set_output_force(false);
+  fpgallm::install_interrupt_cleanup();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -176,8 +238,12 @@ int main(int argc, char** argv) {
     return fail(fmt::format("fpgallm: {} (see fpgallm --help)", e.what()), 2);
   } catch (const fpgallm::InputError& e) {
     return fail(fmt::format("fpgallm: {}", e.what()), 2);
+  } catch (const std::bad_alloc&) {
+    return fail("fpgallm: internal error (a bug, please report it): out of memory (std::bad_alloc); the sizes "
+                "should have been checked before allocating",
+                1);
   } catch (const std::exception& e) {
-    return fail(fmt::format("fpgallm: error: {}", e.what()), 1);
+    return fail(fmt::format("fpgallm: internal error (a bug, please report it): {}", e.what()), 1);
   }
   return 0;
 }

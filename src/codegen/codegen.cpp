@@ -19,6 +19,7 @@
 #include "hw/device.hpp"
 #include "hw/resources.hpp"
 #include "util/error.hpp"
+#include "util/output.hpp"
 #include "util/paths.hpp"
 
 namespace fs = std::filesystem;
@@ -364,16 +365,12 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   const Schedule schedule = decode_schedule(kernel_config, design, info.device, info.context);
   info.schedule = schedule.table;
 
-  const fs::path final_dir(out_dir);
-  // Replacing is limited to an earlier emitted project: never delete an unrelated folder.
-  if (fs::exists(final_dir) && !(fs::is_directory(final_dir) && (fs::is_empty(final_dir) ||
-                                                                  fs::exists(final_dir / "src/fpgallm_overlay.cpp"))))
-    throw fpgallm::InputError(out_dir, "exists and is not an fpgallm emit project; remove it or choose another folder");
-  const fs::path tmp = fs::path(out_dir + ".tmp-" + std::to_string(::getpid()));
+  // Replaces only an earlier fpgallm folder (util/output.hpp); written beside it, swapped in.
+  fpgallm::check_output(out_dir, fpgallm::OutputKind::folder);
+  fpgallm::OutputFolder folder(out_dir);
+  const fs::path tmp(folder.dir());
   EmitResult result;
   try {
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
     std::vector<std::string>& files = result.files;
     const fs::path kernels = fs::path(fpgallm::source_dir()) / "src" / "kernels";
     for (const char* k : {"numerics.hpp", "stream.hpp", "matrix_unit.hpp", "vector_unit.hpp", "attention.hpp"})
@@ -399,16 +396,9 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
     write(tmp, "golden/layer_out.bin", bytes_of(layer_golden), files);
     write(tmp, "golden/decode_tokens.bin", bytes_of(tokens), files);
     write(tmp, "golden/decode_logits.bin", bytes_of(logits), files);
-    fs::remove_all(final_dir);
-    fs::rename(tmp, final_dir);
+    folder.commit();
   } catch (const fs::filesystem_error& e) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
     throw fpgallm::InputError(out_dir, e.what());
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
   }
   std::sort(result.files.begin(), result.files.end());
   result.dir = out_dir;

@@ -22,6 +22,7 @@
 #include "report/svg.hpp"
 #include "sim/simulate.hpp"
 #include "util/error.hpp"
+#include "util/output.hpp"
 #include "util/paths.hpp"
 #ifdef FPGALLM_HAVE_CODEGEN
 #include "codegen/codegen.hpp"
@@ -320,28 +321,17 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
 Result run(const Options& o, const std::function<void(int, int, const std::string&)>& on_step,
            const std::function<void(const std::string&, std::size_t, std::size_t)>& on_progress) {
   if (o.out_dir.empty()) throw fpgallm::InputError("-o", "an output folder is required");
-  const fs::path out = fs::path(o.out_dir);
-  const fs::path tmp = out.string() + ".tmp-" + std::to_string(::getpid());
-  std::error_code ec;
-  if (!out.parent_path().empty() && !fs::is_directory(out.parent_path()))
-    fs::create_directories(out.parent_path(), ec);
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directories(tmp, ec) || ec)
-    throw fpgallm::InputError(o.out_dir, "cannot create the output folder: " + ec.message());
+  // Refused before the work: an input, a foreign file or folder, an unwritable place. The
+  // folder is built beside it under a lock and swapped in only when every step succeeded.
+  fpgallm::check_output(o.out_dir, fpgallm::OutputKind::folder, {o.model, o.text, o.tokenizer});
+  fpgallm::OutputFolder folder(o.out_dir);
   Result result;
-  try {
-    std::ofstream log(tmp / "deploy.log");
-    result.summary = build(o, tmp.string(), result.steps, on_step, on_progress, log);
-    log.close();
-    // Swap the finished folder in; an earlier deployment at the same place goes only now.
-    const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
-    if (fs::exists(out)) fs::rename(out, old);
-    fs::rename(tmp, out);
-    fs::remove_all(old, ec);
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
+  {
+    std::ofstream log(fs::path(folder.dir()) / "deploy.log");
+    result.summary = build(o, folder.dir(), result.steps, on_step, on_progress, log);
   }
+  folder.commit();
+  const fs::path out(folder.path());
   result.out_dir = out.string();
   return result;
 }

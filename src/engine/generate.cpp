@@ -3,6 +3,10 @@
 #include <chrono>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "util/error.hpp"
+
 namespace engine {
 
 Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sampler,
@@ -13,7 +17,11 @@ Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sample
   g.tokens = tok.encode(prompt, true, false);
   g.prompt_tokens = static_cast<int>(g.tokens.size());
   if (steps <= 0 || steps > c.seq_len) steps = c.seq_len;
-  if (g.prompt_tokens > steps) throw std::invalid_argument("prompt is longer than the number of steps");
+  // The stated maximum: a prompt fills at most `steps` positions (at most the model's context).
+  if (g.prompt_tokens > steps)
+    throw fpgallm::InputError("-i", fmt::format("the prompt is {} tokens (with BOS); at most {} fit: the number of "
+                                                "steps (-n), at most the model's context of {}",
+                                                g.prompt_tokens, steps, c.seq_len));
   std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
   int token = g.tokens[0];
   auto start = std::chrono::steady_clock::now();

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace engine {
 
@@ -62,11 +63,8 @@ Perplexity perplexity(Transformer& t, const std::vector<std::vector<int>>& seque
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw fpgallm::InputError(path, "cannot open text file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
+  std::string s = fpgallm::read_regular_file(path);
+  fpgallm::require_utf8_text(s, path);
   if (s.find_first_not_of(" \t\r\n") == std::string::npos) throw fpgallm::InputError(path, "text file is empty");
   return s;
 }

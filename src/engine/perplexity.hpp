@@ -32,7 +32,8 @@ std::vector<std::vector<int>> tokenize_stories(const model::Tokenizer& tok, cons
 Perplexity perplexity(Transformer& t, const std::vector<std::vector<int>>& sequences,
                       const std::function<void(std::size_t done, std::size_t total)>& progress = {});
 
-// Reads a text file whole; throws InputError naming it when missing or empty.
+// Reads a text file whole; throws InputError naming it when missing, not a regular file,
+// empty, not UTF-8, or holding a NUL byte.
 std::string read_text_file(const std::string& path);
 
 }  // namespace engine

@@ -15,7 +15,9 @@
 #include <unordered_set>
 
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 #include "util/mapped_file.hpp"
+#include "util/output.hpp"
 
 static_assert(std::endian::native == std::endian::little, "GGUF I/O assumes a little-endian host");
 
@@ -508,6 +510,10 @@ void Reader::parse() {
       fail(fmt::format("tensor '{}' ({} bytes at data offset {}) runs past the end of the file ({} data bytes)", ti.name,
                        ti.n_bytes, ti.offset, data_size));
   }
+  std::vector<fpgallm::Extent> extents;
+  for (const auto& ti : tensors_) extents.push_back({ti.offset, ti.offset + ti.n_bytes, ti.name});
+  if (auto overlap = fpgallm::overlapping_extents(std::move(extents)); !overlap.empty())
+    fail("tensors overlap: " + overlap);
 }
 
 const Value* Reader::find(const std::string& key) const {
@@ -744,13 +750,20 @@ struct VectorSink {
   std::uint64_t written() const { return out.size(); }
 };
 
+// Buffered writes into an atomic output file (util/output.hpp).
 struct FileSink {
-  std::FILE* f;
+  fpgallm::OutputFile& f;
+  std::vector<std::uint8_t> buf = {};
   std::uint64_t count = 0;
-  bool ok = true;
   void put(const std::uint8_t* p, std::size_t n) {
-    if (n && std::fwrite(p, 1, n, f) != n) ok = false;
     count += n;
+    if (buf.size() + n > (1u << 20)) flush();
+    if (n >= (1u << 20)) f.write(p, n);
+    else buf.insert(buf.end(), p, p + n);
+  }
+  void flush() {
+    f.write(buf.data(), buf.size());
+    buf.clear();
   }
   std::uint64_t written() const { return count; }
 };
@@ -810,27 +823,11 @@ std::vector<std::uint8_t> Writer::serialize(std::uint32_t version) const {
 }
 
 void Writer::write(const std::string& path, std::uint32_t version) const {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw fpgallm::InputError(path, std::string("cannot write: ") + std::strerror(errno));
-  FileSink sink{f};
-  try {
-    emit(sink, version);
-  } catch (...) {
-    std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
-  const bool closed = std::fclose(f) == 0;
-  if (!sink.ok || !closed) {
-    std::remove(tmp.c_str());
-    throw fpgallm::InputError(path, "write failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw fpgallm::InputError(path, std::string("cannot write: ") + std::strerror(err));
-  }
+  fpgallm::OutputFile out(path);
+  FileSink sink{out};
+  emit(sink, version);
+  sink.flush();
+  out.commit();
 }
 
 }  // namespace model::gguf

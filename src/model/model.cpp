@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -295,7 +296,11 @@ Tokenizer load_tokenizer(const std::string& path) {
   return *t;
 }
 
-Model load(const std::string& path) {
+namespace {
+
+std::atomic<bool> g_allow_nonfinite{false};
+
+Model load_any(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw_missing_checkpoint(path);
   if (S_ISDIR(st.st_mode)) return load_safetensors_dir(path);
@@ -303,6 +308,36 @@ Model load(const std::string& path) {
   fpgallm::MappedFile probe(path);
   if (probe.size() >= 4 && std::memcmp(probe.data(), "GGUF", 4) == 0) return load_gguf(path);
   return load_llama2c(path);
+}
+
+void require_finite_tensor(const std::vector<float>& t, const std::string& source, const std::string& name) {
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (!std::isfinite(t[i]))
+      throw fpgallm::InputError(source, fmt::format("weight {} [{}] is {} (pass --allow-nonfinite to load it anyway)",
+                                                    name, i, std::isnan(t[i]) ? "NaN" : "infinite"));
+}
+
+}  // namespace
+
+void allow_nonfinite(bool allow) { g_allow_nonfinite = allow; }
+
+void require_finite(const Model& m, const std::string& source) {
+  const Weights& w = m.weights;
+  require_finite_tensor(w.token_embedding, source, "token embedding");
+  for (std::size_t l = 0; l < w.layers.size(); ++l) {
+    const auto& lw = w.layers[l];
+    require_finite_tensor(lw.attn_norm, source, fmt::format("blk.{}.attn_norm", l));
+    require_finite_tensor(lw.ffn_norm, source, fmt::format("blk.{}.ffn_norm", l));
+    for (Linear which : kBlockLinears) require_finite_tensor(lw.linear(which), source, linear_name(int(l), which));
+  }
+  require_finite_tensor(w.final_norm, source, "final norm");
+  require_finite_tensor(w.classifier, source, "classifier");
+}
+
+Model load(const std::string& path) {
+  Model m = load_any(path);
+  if (!g_allow_nonfinite) require_finite(m, path);
+  return m;
 }
 
 Model load_or_preset(const std::string& path_or_preset) {

@@ -73,8 +73,13 @@ Weights allocate_weights(const Config& c);
 
 // Loads any supported checkpoint: a llama2.c .bin, a .gguf, or a folder with config.json
 // and *.safetensors. Throws fpgallm::InputError naming the file and the problem; for a
-// preset name, one line saying that the command needs weights and how to make some.
+// preset name, one line saying that the command needs weights and how to make some. A NaN or infinite weight
+// is refused unless allow_nonfinite(true) was set (for debugging).
 Model load(const std::string& path);
+void allow_nonfinite(bool allow);
+
+// Throws InputError naming `source` and the tensor when a weight is NaN or infinite.
+void require_finite(const Model& m, const std::string& source);
 
 // A preset name (see presets.hpp) gives a config-only model; anything else is loaded.
 Model load_or_preset(const std::string& path_or_preset);

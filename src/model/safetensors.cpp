@@ -15,7 +15,9 @@
 
 #include "model/gguf.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 #include "util/mapped_file.hpp"
+#include "util/output.hpp"
 #include "util/paths.hpp"
 
 namespace model::safetensors {
@@ -102,6 +104,10 @@ void File::parse() {
                        fmt::join(t.shape, ", "), t.dtype));
     tensors_.push_back(std::move(t));
   }
+  std::vector<fpgallm::Extent> extents;
+  for (const auto& t : tensors_) extents.push_back({t.begin, t.end, t.name});
+  if (auto overlap = fpgallm::overlapping_extents(std::move(extents)); !overlap.empty())
+    fail("tensors overlap: " + overlap);
 }
 
 const TensorInfo* File::find(const std::string& name) const {
@@ -413,10 +419,8 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
                                                     tokenizer->vocab_size(), c.vocab_size));
   if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
     throw fpgallm::InputError(dir_name, "safetensors output stores F32, F16 or BF16, not " + dtype);
-  const fs::path dir(dir_name);
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
-    throw fpgallm::InputError(dir_name, "already exists and is not an empty folder");
+  // Refuses a foreign folder before the work; OutputFolder checks again when it commits.
+  fpgallm::check_output(dir_name, fpgallm::OutputKind::folder);
 
   std::vector<st::NamedTensor> tensors;
   std::vector<std::vector<float>> permuted;  // HF-ordered copies of q_proj and k_proj
@@ -443,22 +447,13 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
   tensors.push_back({"model.norm.weight", {dim}, m.weights.final_norm});
   if (!c.shared_classifier) tensors.push_back({"lm_head.weight", matrix(linear_shape(c, Linear::cls)), m.weights.classifier});
 
-  const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  try {
-    fs::create_directories(tmp);
-    fpgallm::write_file_atomic((tmp / "config.json").string(), st::hf_config_json(c, dtype));
-    fpgallm::write_file_atomic((tmp / "generation_config.json").string(), st::hf_generation_config_json());
-    fpgallm::write_file_atomic((tmp / "model.safetensors").string(), st::serialize(tensors, dtype));
-    if (tokenizer) tokenizer->save_llama2c((tmp / "tokenizer.bin").string());
-    fs::rename(tmp, dir);
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    throw fpgallm::InputError(dir_name, std::string("cannot write: ") + e.code().message());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  fpgallm::OutputFolder out(dir_name);
+  const fs::path tmp(out.dir());
+  fpgallm::write_file_atomic((tmp / "config.json").string(), st::hf_config_json(c, dtype));
+  fpgallm::write_file_atomic((tmp / "generation_config.json").string(), st::hf_generation_config_json());
+  fpgallm::write_file_atomic((tmp / "model.safetensors").string(), st::serialize(tensors, dtype));
+  if (tokenizer) tokenizer->save_llama2c((tmp / "tokenizer.bin").string());
+  out.commit();
 }
 
 }  // namespace model

@@ -1,6 +1,11 @@
 #include "model/save.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "model/gguf_llama.hpp"
 #include "model/safetensors.hpp"
@@ -20,6 +25,25 @@ Format output_format(const std::string& output, const std::string& requested) {
   if (p.extension() == ".bin") return Format::llama2c;
   if (p.extension() == ".gguf") return Format::gguf;
   throw fpgallm::InputError(output, "cannot tell the format from the name (.bin, .gguf, or a folder); pass --to");
+}
+
+std::uint64_t expected_bytes(const Config& c, Format format, const std::string& type) {
+  double bits = 32;
+  if (format == Format::gguf) {
+    if (type == "f16" || type == "bf16") bits = 16;
+    else if (type == "q8_0") bits = 8.5;  // 32 int8 and one f16 scale per block
+    else if (type == "q4_0") bits = 4.5;
+  }
+  return static_cast<std::uint64_t>(static_cast<double>(std::max<std::int64_t>(c.n_params(), 0)) * bits / 8);
+}
+
+void require_memory_for(const Config& c, const std::string& source) {
+  const double need = 4.0 * static_cast<double>(c.n_params());
+  const double have = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (have > 0 && need > have)
+    throw fpgallm::InputError(source, fmt::format("needs {:.1f} GB of memory for its fp32 weights; this machine has "
+                                                  "{:.1f} GB",
+                                                  need / 1e9, have / 1e9));
 }
 
 std::uint64_t save(const Model& m, const std::string& output, Format format, const std::string& type,

@@ -22,4 +22,12 @@ Format output_format(const std::string& output, const std::string& requested);
 std::uint64_t save(const Model& m, const std::string& output, Format format, const std::string& type,
                    const Tokenizer* tokenizer);
 
+// About the bytes save() writes for a model of shape c (weights at the type's bits; the
+// tables and metadata are small beside them): what the output's file system must hold.
+std::uint64_t expected_bytes(const Config& c, Format format, const std::string& type);
+
+// Refuses (InputError naming `source`) a model whose fp32 weights do not fit in this
+// machine's memory, with the size needed, before anything is allocated.
+void require_memory_for(const Config& c, const std::string& source);
+
 }  // namespace model

@@ -1,11 +1,13 @@
 #include "model/tokenizer.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fmt/format.h>
 
 #include "util/error.hpp"
 #include "util/mapped_file.hpp"
+#include "util/paths.hpp"
 
 namespace model {
 
@@ -56,15 +58,68 @@ void Tokenizer::save_llama2c(const std::string& path) const {
     out.append(reinterpret_cast<const char*>(&len), 4);
     out += pieces_[i];
   }
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw fpgallm::InputError(path, "cannot write");
-  std::fwrite(out.data(), 1, out.size(), f);
-  std::fclose(f);
+  fpgallm::write_file_atomic(path, out);
 }
 
 int Tokenizer::lookup(std::string_view s) const {
-  auto it = index_.find(std::string(s));
+  auto it = index_.find(s);
   return it == index_.end() ? -1 : it->second;
+}
+
+// Repeatedly merges the adjacent pair whose merged piece has the highest score, the
+// leftmost of equal scores first, as llama2.c's encode does by rescanning; here with a
+// priority queue over a linked list of symbols (the sentencepiece/llama.cpp scheme), so
+// n symbols take O(n log n). A queued pair is stale once either side has changed.
+void Tokenizer::merge_pairs(std::vector<int>& tokens) const {
+  const std::size_t n = tokens.size();
+  if (n < 2) return;
+  struct Candidate {
+    float score;
+    std::uint32_t left, right;  // positions in the original symbol sequence
+    int left_id, right_id, merged_id;
+  };
+  // Highest score first; of equal scores, the leftmost.
+  auto later = [](const Candidate& a, const Candidate& b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  };
+  std::vector<int> id = tokens;
+  std::vector<std::uint32_t> next(n), prev(n);
+  constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+  for (std::size_t k = 0; k < n; ++k) {
+    next[k] = k + 1 < n ? static_cast<std::uint32_t>(k + 1) : kNone;
+    prev[k] = k > 0 ? static_cast<std::uint32_t>(k - 1) : kNone;
+  }
+  std::vector<Candidate> heap;
+  heap.reserve(n);
+  std::string merged;
+  auto consider = [&](std::uint32_t l, std::uint32_t r) {
+    if (l == kNone || r == kNone) return;
+    merged = pieces_[static_cast<std::size_t>(id[l])];
+    merged += pieces_[static_cast<std::size_t>(id[r])];
+    const int m = lookup(merged);
+    // The rescanning loop starts from a score of -1e10 and needs a strictly greater one.
+    if (m < 0 || !(scores_[static_cast<std::size_t>(m)] > -1e10f)) return;
+    heap.push_back({scores_[static_cast<std::size_t>(m)], l, r, id[l], id[r], m});
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  for (std::uint32_t k = 0; k + 1 < n; ++k) consider(k, k + 1);
+  std::vector<bool> gone(n, false);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const Candidate c = heap.back();
+    heap.pop_back();
+    if (gone[c.left] || gone[c.right] || next[c.left] != c.right || id[c.left] != c.left_id ||
+        id[c.right] != c.right_id)
+      continue;
+    id[c.left] = c.merged_id;
+    gone[c.right] = true;
+    next[c.left] = next[c.right];
+    if (next[c.right] != kNone) prev[next[c.right]] = c.left;
+    consider(prev[c.left], c.left);
+    consider(c.left, next[c.left]);
+  }
+  tokens.clear();
+  for (std::uint32_t k = 0; k != kNone && k < n; k = next[k]) tokens.push_back(id[k]);
 }
 
 std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) const {
@@ -94,27 +149,7 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool bos, bool eos) co
     }
     i += len;
   }
-  // Repeatedly merge the adjacent pair whose merged piece has the highest score; the
-  // earliest such pair wins ties.
-  std::string merged;
-  while (true) {
-    float best_score = -1e10f;
-    int best_id = -1;
-    std::size_t best_at = 0;
-    for (std::size_t k = 0; k + 1 < tokens.size(); ++k) {
-      merged = pieces_[static_cast<std::size_t>(tokens[k])];
-      merged += pieces_[static_cast<std::size_t>(tokens[k + 1])];
-      int id = lookup(merged);
-      if (id >= 0 && scores_[static_cast<std::size_t>(id)] > best_score) {
-        best_score = scores_[static_cast<std::size_t>(id)];
-        best_id = id;
-        best_at = k;
-      }
-    }
-    if (best_id < 0) break;
-    tokens[best_at] = best_id;
-    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
-  }
+  merge_pairs(tokens);
   if (eos && kEos < vocab) tokens.push_back(kEos);
   return tokens;
 }

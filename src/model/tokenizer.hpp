@@ -2,6 +2,7 @@
 // Byte-pair tokenizer of the llama2.c / SentencePiece kind: a scored vocabulary, greedy
 // highest-score merges, byte-fallback tokens "<0xXX>" for bytes not in the vocabulary.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,9 +41,14 @@ class Tokenizer {
 
  private:
   int lookup(std::string_view s) const;
+  void merge_pairs(std::vector<int>& tokens) const;
+  struct PieceHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
-  std::unordered_map<std::string, int> index_;
+  std::unordered_map<std::string, int, PieceHash, std::equal_to<>> index_;
   int byte_token_base_ = 3;  // id of "<0x00>"
   bool has_byte_tokens_ = false;  // all 256 byte tokens exist from byte_token_base_
 };

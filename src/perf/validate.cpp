@@ -16,6 +16,7 @@
 #include "hw/resources.hpp"
 #include "model/presets.hpp"
 #include "perf/perf.hpp"
+#include "util/csv.hpp"
 #include "util/error.hpp"
 #include "util/json_file.hpp"
 #include "util/paths.hpp"
@@ -26,59 +27,6 @@ namespace {
 
 using Record = std::map<std::string, std::string>;
 
-// RFC 4180 CSV: quoted fields may hold commas, doubled quotes and newlines.
-std::vector<std::pair<int, std::vector<std::string>>> parse_csv(const std::string& text, const std::string& path) {
-  std::vector<std::pair<int, std::vector<std::string>>> rows;
-  std::vector<std::string> row;
-  std::string field;
-  bool quoted = false, any = false;
-  int line = 1, row_line = 1;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (quoted) {
-      if (ch == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
-        } else {
-          quoted = false;
-        }
-      } else {
-        if (ch == '\n') ++line;
-        field += ch;
-      }
-      continue;
-    }
-    if (ch == '"') {
-      quoted = true;
-      any = true;
-    } else if (ch == ',') {
-      row.push_back(field);
-      field.clear();
-      any = true;
-    } else if (ch == '\n' || ch == '\r') {
-      if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      if (any || !field.empty()) {
-        row.push_back(field);
-        rows.emplace_back(row_line, row);
-      }
-      row.clear();
-      field.clear();
-      any = false;
-      ++line;
-      row_line = line;
-    } else {
-      field += ch;
-      any = true;
-    }
-  }
-  if (quoted) throw fpgallm::InputError(path, fmt::format("line {}: unterminated quoted field", row_line));
-  if (any || !field.empty()) {
-    row.push_back(field);
-    rows.emplace_back(row_line, row);
-  }
-  return rows;
-}
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -292,17 +240,9 @@ std::optional<double> resource_count(const std::string& cell, double device_tota
 }  // namespace
 
 Validation validate(const std::string& csv_path, const std::string& designs_dir) {
-  std::ifstream in(csv_path, std::ios::binary);
-  if (!in) throw fpgallm::InputError(csv_path, "cannot open the results CSV");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto table = parse_csv(ss.str(), csv_path);
-  if (table.empty()) throw fpgallm::InputError(csv_path, "empty CSV");
-  if (table.size() < 2) throw fpgallm::InputError(csv_path, "no data rows below the header");
+  const auto table = fpgallm::read_csv_table(csv_path, {"source_id", "device", "model", "metric", "value", "batch",
+                                                        "prompt_len", "gen_len"});
   const auto& header = table.front().second;
-  for (const char* required : {"source_id", "device", "model", "metric", "value", "batch", "prompt_len", "gen_len"})
-    if (std::find(header.begin(), header.end(), required) == header.end())
-      throw fpgallm::InputError(csv_path, fmt::format("missing column '{}'", required));
   const auto aliases = model_aliases(designs_dir);
 
   Validation v;

@@ -8,22 +8,14 @@
 #include <cerrno>
 #include <fmt/format.h>
 
+#include "util/input_file.hpp"
+
 namespace fpgallm {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw InputError(path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw InputError(path, std::strerror(err));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    throw InputError(path, "is a directory, expected a file");
-  }
-  size_ = static_cast<std::size_t>(st.st_size);
+  const OpenedFile f = open_regular_file(path);
+  const int fd = f.fd;
+  size_ = f.size;
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

@@ -8,8 +8,8 @@ std::string data_dir();
 // The project's source tree (kernels are read from here by the code generator).
 std::string source_dir();
 
-// Writes a whole file so that readers never see it half-written: to "<path>.tmp.<pid>",
-// then renamed over path. Throws InputError naming path on failure.
+// Writes a whole file atomically through OutputFile (util/output.hpp): readers never see it
+// half-written, and nothing fpgallm may not replace is replaced. Throws InputError naming path.
 void write_file_atomic(const std::string& path, const std::string& contents);
 
 }  // namespace fpgallm

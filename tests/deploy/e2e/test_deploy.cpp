@@ -35,11 +35,14 @@ std::string deploy_args(const std::string& text, const std::string& out) {
          " --sample-steps 40 -o " + out;
 }
 
+// Every file but the log (it holds times) and the top manifest (it holds the log's checksum).
 std::map<std::string, std::string> tree_bytes(const std::string& dir) {
   std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename() != "deploy.log")
-      files[fs::relative(e.path(), dir).string()] = read_bytes(e.path().string());
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string rel = fs::relative(e.path(), dir).string();
+    if (e.is_regular_file() && e.path().filename() != "deploy.log" && rel != "fpgallm-manifest.json")
+      files[rel] = read_bytes(e.path().string());
+  }
   return files;
 }
 

@@ -1,0 +1,122 @@
+// util/output.hpp directly: the rules each command relies on.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "safety_support.hpp"
+#include "testing.hpp"
+#include "util/error.hpp"
+#include "util/output.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct NoForce {
+  NoForce() { fpgallm::set_output_force(false); }
+  ~NoForce() { fpgallm::set_output_force(true); }
+};
+
+void write(fpgallm::OutputFile& f, const std::string& s) { f.write(s.data(), s.size()); }
+
+TEST(Output, AFileThatAppearsWhileWritingIsNotReplaced) {
+  NoForce no_force;
+  const std::string d = testing_support::scratch_dir("out-appear");
+  {
+    fpgallm::OutputFile f(d + "/x.json");
+    write(f, "new");
+    testing_support::write_bytes(d + "/x.json", "someone else's");
+    EXPECT_THROW(f.commit(), fpgallm::InputError);
+  }
+  EXPECT_EQ(testing_support::read_bytes(d + "/x.json"), "someone else's");
+  EXPECT_TRUE(safety::debris(d).empty());
+  {
+    fpgallm::OutputFile f(d + "/y.json");
+    write(f, "mine");
+    f.commit();
+  }
+  EXPECT_EQ(testing_support::read_bytes(d + "/y.json"), "mine");
+  EXPECT_THROW(fpgallm::check_output(d + "/y.json", fpgallm::OutputKind::file), fpgallm::InputError);
+}
+
+TEST(Output, AnInputIsNeverReplacedEvenWithForce) {
+  const std::string d = testing_support::scratch_dir("out-input");
+  testing_support::write_bytes(d + "/in.bin", "input");
+  fpgallm::note_input(d + "/in.bin");
+  EXPECT_TRUE(fpgallm::output_force());
+  EXPECT_THROW(fpgallm::check_output(d + "/in.bin", fpgallm::OutputKind::file), fpgallm::InputError);
+  {
+    fpgallm::OutputFile f(d + "/in.bin");
+    write(f, "output");
+    EXPECT_THROW(f.commit(), fpgallm::InputError);
+  }
+  EXPECT_EQ(testing_support::read_bytes(d + "/in.bin"), "input");
+  EXPECT_TRUE(safety::debris(d).empty());
+}
+
+TEST(Output, AFolderIsReplacedOnlyWhileItMatchesItsManifest) {
+  const std::string d = testing_support::scratch_dir("out-folder");
+  for (const char* content : {"first", "second"}) {
+    fpgallm::OutputFolder out(d + "/proj");
+    testing_support::write_bytes(out.dir() + "/a.txt", content);
+    fs::create_directories(out.dir() + "/sub");
+    testing_support::write_bytes(out.dir() + "/sub/b.txt", content);
+    out.commit();
+    EXPECT_EQ(testing_support::read_bytes(d + "/proj/sub/b.txt"), content);
+  }
+  EXPECT_EQ(fpgallm::foreign_folder_reason(d + "/proj"), "");
+  testing_support::write_bytes(d + "/proj/sub/b.txt", "edited by hand");
+  EXPECT_NE(fpgallm::foreign_folder_reason(d + "/proj").find("changed since"), std::string::npos);
+  {
+    fpgallm::OutputFolder out(d + "/proj");
+    testing_support::write_bytes(out.dir() + "/a.txt", "third");
+    EXPECT_THROW(out.commit(), fpgallm::InputError);
+  }
+  EXPECT_EQ(testing_support::read_bytes(d + "/proj/sub/b.txt"), "edited by hand");
+  EXPECT_TRUE(safety::debris(d).empty()) << safety::debris(d).front();
+  // The manifest's checksum is FNV-1a 64, as written out in the test support.
+  EXPECT_EQ(fpgallm::fnv1a64("hello", 5), safety::fnv1a64("hello"));
+}
+
+TEST(Output, OneWriterHoldsAnOutputAtATime) {
+  const std::string d = testing_support::scratch_dir("out-lock");
+  fpgallm::OutputFolder first(d + "/dep");
+  EXPECT_THROW(fpgallm::OutputFolder second(d + "/dep"), fpgallm::InputError);
+  first.commit();
+  // A lock whose owner has exited is taken over.
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  testing_support::write_bytes(d + "/dep2.fpgallm-lock", std::to_string(gone) + "\n");
+  {
+    fpgallm::OutputFolder taken(d + "/dep2");
+    taken.commit();
+  }
+  EXPECT_TRUE(fs::exists(d + "/dep2/fpgallm-manifest.json"));
+  EXPECT_TRUE(safety::debris(d).empty()) << safety::debris(d).front();
+}
+
+TEST(Output, SigintRemovesTemporariesAndTheFoldersMadeForThem) {
+  const std::string d = testing_support::scratch_dir("out-sigint");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    fpgallm::install_interrupt_cleanup();
+    fpgallm::OutputFolder out(d + "/new/deeper/dep");
+    testing_support::write_bytes(out.dir() + "/half.bin", std::string(1 << 16, 'x'));
+    fpgallm::OutputFile f(d + "/new/file.gguf");
+    write(f, "partial");
+    ::raise(SIGINT);
+    ::_exit(3);  // not reached
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_EQ(safety::hash_tree(d), "") << safety::hash_tree(d);
+}
+
+}  // namespace
