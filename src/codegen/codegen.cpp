@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "arch/program.hpp"
+#include "codegen/emit_rtl.hpp"
 #include "codegen/emit_text.hpp"
 #include "engine/accel.hpp"
 #include "hw/device.hpp"
@@ -276,6 +277,10 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
   info.layer_consumer = layer_consumer;
   info.device = design.device.empty() ? nullptr : hw::lookup_device(design.device);
 
+  if (design.matrix_unit.impl == arch::MatrixUnitImpl::rtl)
+    info.notes.push_back("matrix_unit.impl is rtl: rtl/ holds the RTL matrix unit, packaged as a Vitis RTL kernel by "
+                         "rtl/package_xo.tcl and linked by `make -C rtl link`; those steps were not run here, and the "
+                         "overlay kernel still computes its matmuls in HLS (rtl/README.md)");
   const fs::path final_dir(out_dir);
   // Replacing is limited to an earlier emitted project: never delete an unrelated folder.
   if (fs::exists(final_dir) && !(fs::is_directory(final_dir) && (fs::is_empty(final_dir) ||
@@ -302,6 +307,9 @@ EmitResult emit(const model::Model& base, const quant::QuantModel& qm, const arc
     write(tmp, "Makefile", makefile(info), files);
     write(tmp, "hls/fpgallm_overlay.tcl", hls_tcl(info), files);
     write(tmp, "README.md", readme(info), files);
+    if (design.matrix_unit.impl == arch::MatrixUnitImpl::rtl)
+      for (const auto& [path, text] : rtl_kernel_files(design, (fs::path(fpgallm::source_dir()) / "rtl").string()))
+        write(tmp, path, text, files);
     write(tmp, "data/weights.bin", bytes_of(layout.weights), files);
     write(tmp, "data/half_scales.bin", bytes_of(layout.half_scales), files);
     write(tmp, "data/params.bin", bytes_of(layout.params), files);

@@ -118,6 +118,10 @@ namespace {
 
 // Constants that are not device figures. Each is an assumption stated in
 // docs/performance-model.md ("Resource and power model"); the FINN ones are cited there.
+// Fitted once to Yosys's mapping of rtl/fpgallm_matrix_unit.v (docs/rtl.md, "Fit").
+constexpr double kMuLutPerAdderBit = 1.0;
+constexpr double kMuLutPerCorrectionBit = 0.5;
+constexpr double kMuLutBase = 300;
 constexpr double kFinnLutBase = 300;      // FINN lut_estimation c0
 constexpr double kFinnLutScale = 1.1;     // FINN lut_estimation c1
 constexpr int kRequantScaleBits = 16;     // fixed-point scale multiplier width
@@ -146,6 +150,45 @@ bool is_hbm(const MemoryPool& m) { return m.kind.rfind("HBM", 0) == 0; }
 
 }  // namespace
 
+const char* const kMatrixUnitChecked =
+    "Yosys 0.23 synth_xilinx -family xcup of rtl/fpgallm_matrix_unit.v (DSP exact; LUT and FF within 15% on "
+    "held-out shapes; docs/rtl.md)";
+
+namespace {
+
+// Fabric LUTs of one distributed-RAM buffer `width` bits wide and `depth` words deep, as
+// Yosys maps an asynchronous-read memory: RAM32M16 (32 x 14 bits, 8 LUTs) up to 32 words,
+// RAM64M8 (64 x 7 bits, 8 LUTs) per 64 words beyond (UG574); one word is a register.
+double lutram_luts(double width, double depth) {
+  if (depth <= 1) return 0;
+  if (depth <= 32) return 8 * std::ceil(width / 14);
+  return 8 * std::ceil(width / 7) * std::ceil(depth / 64);
+}
+
+}  // namespace
+
+Resources matrix_unit_resources(const arch::MatrixUnit& mu, const arch::Tiling& tiling) {
+  const double R = mu.rows, C = mu.cols;
+  const int L = ceil_log2(mu.cols);
+  const int pw = std::max(mu.weight_bits, 4) + 8;  // product width: int8 x int8 16 bits, int4 x int8 12
+  // Adder-tree bits of one row: level l holds C / 2^l sums of pw + l bits, each registered.
+  double tree = 0;
+  for (int l = 1; l <= L; ++l) tree += (mu.cols >> l) * double(pw + l);
+  const double row_steps = tiling.tile_rows / R, col_steps = tiling.tile_cols / C;
+  const int rf_bits = std::max(1, ceil_log2(row_steps));
+  Resources r;
+  r.dsp = std::ceil(R / 2) * C;
+  // Tree registers, one 32-bit accumulator per row (Yosys merges the equal output
+  // register), loop counters (4 x 16 bits), the control word beside each pipeline stage
+  // (valid, row step, four flags), and the one-word buffers that stay registers.
+  r.ff = R * (tree + 32) + 64 + (4 + L) * (5 + rf_bits) + (col_steps <= 1 ? C * 8 : 0) + (row_steps <= 1 ? R * 32 : 0);
+  const double adder_bits = R * (tree + 32);             // tree adders and accumulators, one LUT per bit
+  const double correction_bits = std::ceil(R / 2) * C * pw;  // P[35:18] + P[17] per DSP
+  r.lut = kMuLutPerAdderBit * adder_bits + kMuLutPerCorrectionBit * correction_bits + kMuLutBase +
+          lutram_luts(C * 8, col_steps) + lutram_luts(R * 32, row_steps);
+  return r;
+}
+
 Utilization estimate_resources(const arch::Design& d, const Device& dev, const ResourceOptions& opt) {
   if (dev.kind != Kind::fpga)
     throw fpgallm::InputError(dev.id, "is a GPU; the resource model applies to FPGA designs");
@@ -167,17 +210,22 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     u.parts.push_back({std::move(name), r, std::move(formula)});
   };
 
-  // Matrix unit: R x C MACs with DSP packing; FINN's MVAU LUT estimate (adder tree + accumulator).
-  {
+  // Matrix unit. On DSP48E2 fabric with 8-bit operands: the RTL unit's structure, checked
+  // against Yosys's mapping. Otherwise (DSP58, wider operands): FINN's MVAU estimates.
+  if (W_mac <= 8 && A <= 8 && !is_dsp58(dev)) {
+    add("matrix unit", matrix_unit_resources(mu, d.tiling),
+        fmt::format("{}x{} MACs ({}-bit weights) as rtl/fpgallm_matrix_unit.v: DSP = ceil(R/2) x C (two int8 "
+                    "products sharing the activation per DSP48E2, WP486); FF = R x (adder-tree bits + 32) + control; "
+                    "LUT = {} x adder bits + {} x sign-correction bits + {} + LUTRAM of the activation and "
+                    "partial-sum buffers (fitted to Yosys, docs/rtl.md)",
+                    R, C, W, kMuLutPerAdderBit, kMuLutPerCorrectionBit, kMuLutBase));
+    u.parts.back().checked = kMatrixUnitChecked;
+  } else {
     Resources r;
     std::string packing;
-    if (W_mac <= 8 && A <= 8 && is_dsp58(dev)) {
+    if (W_mac <= 8 && A <= 8) {
       r.dsp = double(R) * std::ceil(C / 3.0);
       packing = "R x ceil(C/3): DSP58 INT8 three-element dot product (AM004; FINN mvu_8sx9)";
-    } else if (W_mac <= 8 && A <= 8) {
-      const double per = dev.int8_macs_per_dsp.or_else(1);
-      r.dsp = std::ceil(R / per) * C;
-      packing = fmt::format("ceil(R/{:g}) x C: {:g} int8 MACs sharing the activation per DSP48E2 (WP486; FINN mvu_8sx8u)", per, per);
     } else {
       r.dsp = double(R) * C * std::ceil((W + A) / 48.0);
       packing = "R x C x ceil((W+A)/48): one multiplier per MAC (FINN dsp_estimation)";
@@ -337,6 +385,7 @@ void to_json(nlohmann::json& j, const Utilization& u) {
     nlohmann::json e = res(p.use);
     e["name"] = p.name;
     e["formula"] = p.formula;
+    e["checked"] = p.checked;
     parts.push_back(e);
   }
   nlohmann::json lines = nlohmann::json::array();

@@ -1,0 +1,168 @@
+// The resource table of docs/rtl.md: Yosys's mapping of the RTL matrix unit
+// (rtl/fpgallm_matrix_unit.v, synth_xilinx -family xcup) on a set of shapes, beside
+// hw::matrix_unit_resources, with the error; and the least-squares fit of the model's
+// LUT constants over the fit set (`--fit`), the values resources.cpp carries.
+//
+//   rtl_resources [--yosys PATH] [--cache DIR] [--fit] [--csv FILE]
+// The yosys `stat` of each shape is cached in DIR under a name that includes a hash of
+// the RTL sources, so an edited RTL is synthesized again.
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hw/resources.hpp"
+#include "hw/yosys_stat.hpp"
+#include "util/paths.hpp"
+
+namespace {
+
+struct Shape {
+  hw::RtlMatrixUnitParams p;
+  bool fit;  // in the fit set; otherwise held out
+};
+
+// Tiles of the design default (128 x 256) except where the test shapes use smaller ones.
+const Shape kShapes[] = {
+    {{4, 8, 8, 128, 256, 0}, true},     {{8, 16, 8, 128, 256, 0}, true},   {{16, 16, 8, 128, 256, 0}, true},
+    {{8, 32, 8, 128, 256, 0}, true},    {{16, 32, 8, 128, 256, 0}, false}, {{4, 8, 4, 128, 256, 64}, false},
+    {{32, 32, 8, 128, 256, 0}, false},  {{16, 64, 8, 128, 256, 0}, false}, {{8, 8, 8, 64, 64, 0}, false},
+    {{4, 16, 4, 128, 256, 64}, false},  {{32, 64, 8, 128, 256, 0}, false}, {{64, 64, 8, 128, 256, 0}, false},
+};
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string name_of(const hw::RtlMatrixUnitParams& p) {
+  return std::to_string(p.pe) + "x" + std::to_string(p.simd) + " w" + std::to_string(p.wbits) + " t" +
+         std::to_string(p.tile_rows) + "x" + std::to_string(p.tile_cols);
+}
+
+hw::YosysCounts measure(const hw::RtlMatrixUnitParams& p, const std::string& yosys, const std::string& rtl,
+                        const std::string& cache) {
+  const std::string src = read(rtl + "/fpgallm_matrix_unit.v") + read(rtl + "/fpgallm_dsp_pair.v");
+  char key[160];
+  std::snprintf(key, sizeof key, "mu_%d_%d_%d_%d_%d_%d_%016zx.stat", p.pe, p.simd, p.wbits, p.tile_rows, p.tile_cols,
+                p.group_cols, std::hash<std::string>{}(src));
+  const std::string stat = cache + "/" + key;
+  if (!std::filesystem::exists(stat)) {
+    std::fprintf(stderr, "yosys %s ...\n", name_of(p).c_str());
+    const std::string cmd = hw::yosys_matrix_unit_command(yosys, rtl, p, stat + ".tmp") + " > " + stat + ".log 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      std::fprintf(stderr, "rtl_resources: yosys failed, see %s.log\n", stat.c_str());
+      std::exit(2);
+    }
+    std::filesystem::rename(stat + ".tmp", stat);
+  }
+  return hw::parse_yosys_stat(read(stat), stat);
+}
+
+hw::Resources model(const hw::RtlMatrixUnitParams& p) {
+  arch::MatrixUnit mu;
+  mu.rows = p.pe;
+  mu.cols = p.simd;
+  mu.weight_bits = p.wbits;
+  arch::Tiling t;
+  t.tile_rows = p.tile_rows;
+  t.tile_cols = p.tile_cols;
+  return hw::matrix_unit_resources(mu, t);
+}
+
+// The regressors of the LUT formula (resources.cpp): adder bits, correction bits, 1.
+std::array<double, 3> lut_terms(const hw::RtlMatrixUnitParams& p) {
+  int L = 0;
+  while ((1 << L) < p.simd) ++L;
+  const int pw = p.wbits + 8;
+  double tree = 0;
+  for (int l = 1; l <= L; ++l) tree += (p.simd >> l) * double(pw + l);
+  return {p.pe * (tree + 32), std::ceil(p.pe / 2.0) * p.simd * pw, 1.0};
+}
+
+double err(double model, double measured) { return measured == 0 ? 0 : 100.0 * (model - measured) / measured; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string yosys = "yosys", cache = "bench/rtl_cache", csv;
+  bool fit = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--yosys" && i + 1 < argc)
+      yosys = argv[++i];
+    else if (a == "--cache" && i + 1 < argc)
+      cache = argv[++i];
+    else if (a == "--csv" && i + 1 < argc)
+      csv = argv[++i];
+    else if (a == "--fit")
+      fit = true;
+    else {
+      std::fprintf(stderr, "rtl_resources: unknown option '%s' (--yosys PATH, --cache DIR, --fit, --csv FILE)\n", a.c_str());
+      return 2;
+    }
+  }
+  std::filesystem::create_directories(cache);
+  const std::string rtl = fpgallm::source_dir() + "/rtl";
+
+  std::vector<hw::YosysCounts> y;
+  for (const auto& s : kShapes) y.push_back(measure(s.p, yosys, rtl, cache));
+
+  if (fit) {  // least squares of (LUT - model LUTRAM) on the three regressors, fit set only
+    double ata[3][3] = {}, atb[3] = {};
+    for (std::size_t i = 0; i < std::size(kShapes); ++i) {
+      if (!kShapes[i].fit) continue;
+      const auto t = lut_terms(kShapes[i].p);
+      // Measured LUTs outside distributed RAM: the fitted part covers logic LUTs only
+      // (the model counts the LUTRAM of the buffers structurally).
+      const double target = double(y[i].lut_logic);
+      for (int r = 0; r < 3; ++r) {
+        atb[r] += t[r] * target;
+        for (int c = 0; c < 3; ++c) ata[r][c] += t[r] * t[c];
+      }
+    }
+    // Gaussian elimination on the 3x3 normal equations.
+    for (int k = 0; k < 3; ++k)
+      for (int r = k + 1; r < 3; ++r) {
+        const double f = ata[r][k] / ata[k][k];
+        for (int c = k; c < 3; ++c) ata[r][c] -= f * ata[k][c];
+        atb[r] -= f * atb[k];
+      }
+    double x[3];
+    for (int r = 2; r >= 0; --r) {
+      x[r] = atb[r];
+      for (int c = r + 1; c < 3; ++c) x[r] -= ata[r][c] * x[c];
+      x[r] /= ata[r][r];
+    }
+    std::printf("fit (logic LUTs = a x adder bits + b x correction bits + c): a = %.4f, b = %.4f, c = %.1f\n\n", x[0],
+                x[1], x[2]);
+  }
+
+  std::FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
+  if (out) std::fprintf(out, "shape,set,dsp,lut,lut_memory,ff,carry,muxf,bram36,model_dsp,model_lut,model_ff,model_bram36\n");
+  std::printf("| shape (PE x SIMD, weight bits, tile) | set | DSP48E2 | LUT (of which LUTRAM) | FF | CARRY4 | BRAM36 | "
+              "model DSP | model LUT | model FF | DSP err | LUT err | FF err |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (std::size_t i = 0; i < std::size(kShapes); ++i) {
+    const auto& p = kShapes[i].p;
+    const hw::Resources m = model(p);
+    const auto& c = y[i];
+    std::printf("| %s | %s | %ld | %ld (%ld) | %ld | %ld | %.1f | %.0f | %.0f | %.0f | %+.1f%% | %+.1f%% | %+.1f%% |\n",
+                name_of(p).c_str(), kShapes[i].fit ? "fit" : "held out", c.dsp, c.lut(), c.lut_memory, c.ff, c.carry,
+                c.bram36, m.dsp, m.lut, m.ff, err(m.dsp, c.dsp), err(m.lut, c.lut()), err(m.ff, c.ff));
+    if (out)
+      std::fprintf(out, "%s,%s,%ld,%ld,%ld,%ld,%ld,%ld,%.1f,%.0f,%.0f,%.0f,%.1f\n", name_of(p).c_str(),
+                   kShapes[i].fit ? "fit" : "held-out", c.dsp, c.lut(), c.lut_memory, c.ff, c.carry, c.muxf, c.bram36,
+                   m.dsp, m.lut, m.ff, m.bram36);
+  }
+  if (out) std::fclose(out);
+  return 0;
+}
