@@ -67,25 +67,22 @@ hw::YosysCounts measure(const hw::RtlMatrixUnitParams& p, const std::string& yos
   return hw::parse_yosys_stat(read(stat), stat);
 }
 
+arch::MatrixUnit unit(const hw::RtlMatrixUnitParams& p);
+
 hw::Resources model(const hw::RtlMatrixUnitParams& p) {
-  arch::MatrixUnit mu;
-  mu.rows = p.pe;
-  mu.cols = p.simd;
-  mu.weight_bits = p.wbits;
+  const arch::MatrixUnit mu = unit(p);
   arch::Tiling t;
   t.tile_rows = p.tile_rows;
   t.tile_cols = p.tile_cols;
   return hw::matrix_unit_resources(mu, t);
 }
 
-// The regressors of the LUT formula (resources.cpp): adder bits, correction bits, 1.
-std::array<double, 3> lut_terms(const hw::RtlMatrixUnitParams& p) {
-  int L = 0;
-  while ((1 << L) < p.simd) ++L;
-  const int pw = p.wbits + 8;
-  double tree = 0;
-  for (int l = 1; l <= L; ++l) tree += (p.simd >> l) * double(pw + l);
-  return {p.pe * (tree + 32), std::ceil(p.pe / 2.0) * p.simd * pw, 1.0};
+arch::MatrixUnit unit(const hw::RtlMatrixUnitParams& p) {
+  arch::MatrixUnit mu;
+  mu.rows = p.pe;
+  mu.cols = p.simd;
+  mu.weight_bits = p.wbits;
+  return mu;
 }
 
 double err(double model, double measured) { return measured == 0 ? 0 : 100.0 * (model - measured) / measured; }
@@ -116,34 +113,19 @@ int main(int argc, char** argv) {
   std::vector<hw::YosysCounts> y;
   for (const auto& s : kShapes) y.push_back(measure(s.p, yosys, rtl, cache));
 
-  if (fit) {  // least squares of (LUT - model LUTRAM) on the three regressors, fit set only
-    double ata[3][3] = {}, atb[3] = {};
+  if (fit) {  // least squares of the logic LUTs (LUTRAM excluded) on the adder bits, fit set only
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (std::size_t i = 0; i < std::size(kShapes); ++i) {
       if (!kShapes[i].fit) continue;
-      const auto t = lut_terms(kShapes[i].p);
-      // Measured LUTs outside distributed RAM: the fitted part covers logic LUTs only
-      // (the model counts the LUTRAM of the buffers structurally).
-      const double target = double(y[i].lut_logic);
-      for (int r = 0; r < 3; ++r) {
-        atb[r] += t[r] * target;
-        for (int c = 0; c < 3; ++c) ata[r][c] += t[r] * t[c];
-      }
+      const double x = hw::matrix_unit_adder_bits(unit(kShapes[i].p)), yv = double(y[i].lut_logic);
+      n += 1;
+      sx += x;
+      sy += yv;
+      sxx += x * x;
+      sxy += x * yv;
     }
-    // Gaussian elimination on the 3x3 normal equations.
-    for (int k = 0; k < 3; ++k)
-      for (int r = k + 1; r < 3; ++r) {
-        const double f = ata[r][k] / ata[k][k];
-        for (int c = k; c < 3; ++c) ata[r][c] -= f * ata[k][c];
-        atb[r] -= f * atb[k];
-      }
-    double x[3];
-    for (int r = 2; r >= 0; --r) {
-      x[r] = atb[r];
-      for (int c = r + 1; c < 3; ++c) x[r] -= ata[r][c] * x[c];
-      x[r] /= ata[r][r];
-    }
-    std::printf("fit (logic LUTs = a x adder bits + b x correction bits + c): a = %.4f, b = %.4f, c = %.1f\n\n", x[0],
-                x[1], x[2]);
+    const double a = (n * sxy - sx * sy) / (n * sxx - sx * sx), c = (sy - a * sx) / n;
+    std::printf("fit over %g shapes: logic LUTs = %.4f x adder bits + %.1f\n\n", n, a, c);
   }
 
   std::FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");

@@ -118,10 +118,11 @@ namespace {
 
 // Constants that are not device figures. Each is an assumption stated in
 // docs/performance-model.md ("Resource and power model"); the FINN ones are cited there.
-// Fitted once to Yosys's mapping of rtl/fpgallm_matrix_unit.v (docs/rtl.md, "Fit").
-constexpr double kMuLutPerAdderBit = 1.0;
-constexpr double kMuLutPerCorrectionBit = 0.5;
-constexpr double kMuLutBase = 300;
+// Fitted once to Yosys's mapping of rtl/fpgallm_matrix_unit.v over the fit set of
+// bench/rtl_resources.cpp (`rtl_resources --fit`; docs/rtl.md, "Fit").
+constexpr double kMuLutPerAdderBit = 0.7425;
+constexpr double kMuLutBase = 466;
+constexpr double kMuControlFf = 64 + 3;  // 4 x 16-bit loop counters + 3 flags (the residual on the fit set)
 constexpr double kFinnLutBase = 300;      // FINN lut_estimation c0
 constexpr double kFinnLutScale = 1.1;     // FINN lut_estimation c1
 constexpr int kRequantScaleBits = 16;     // fixed-point scale multiplier width
@@ -167,25 +168,34 @@ double lutram_luts(double width, double depth) {
 
 }  // namespace
 
+double matrix_unit_adder_bits(const arch::MatrixUnit& mu) {
+  const int L = ceil_log2(mu.cols);
+  const int pw = std::max(mu.weight_bits, 4) + 8;  // product width: int8 x int8 16 bits, int4 x int8 12
+  // Adder tree of one row: level l holds cols / 2^l sums of pw + l bits.
+  double tree = 0;
+  for (int l = 1; l <= L; ++l) tree += (mu.cols >> l) * double(pw + l);
+  // Per row the tree and a 32-bit accumulator; per DSP the sign correction P[35:18] + P[17].
+  return mu.rows * (tree + 32) + std::ceil(mu.rows / 2.0) * mu.cols * pw;
+}
+
 Resources matrix_unit_resources(const arch::MatrixUnit& mu, const arch::Tiling& tiling) {
   const double R = mu.rows, C = mu.cols;
   const int L = ceil_log2(mu.cols);
-  const int pw = std::max(mu.weight_bits, 4) + 8;  // product width: int8 x int8 16 bits, int4 x int8 12
-  // Adder-tree bits of one row: level l holds C / 2^l sums of pw + l bits, each registered.
+  const int pw = std::max(mu.weight_bits, 4) + 8;
   double tree = 0;
   for (int l = 1; l <= L; ++l) tree += (mu.cols >> l) * double(pw + l);
   const double row_steps = tiling.tile_rows / R, col_steps = tiling.tile_cols / C;
   const int rf_bits = std::max(1, ceil_log2(row_steps));
   Resources r;
   r.dsp = std::ceil(R / 2) * C;
-  // Tree registers, one 32-bit accumulator per row (Yosys merges the equal output
-  // register), loop counters (4 x 16 bits), the control word beside each pipeline stage
-  // (valid, row step, four flags), and the one-word buffers that stay registers.
-  r.ff = R * (tree + 32) + 64 + (4 + L) * (5 + rf_bits) + (col_steps <= 1 ? C * 8 : 0) + (row_steps <= 1 ? R * 32 : 0);
-  const double adder_bits = R * (tree + 32);             // tree adders and accumulators, one LUT per bit
-  const double correction_bits = std::ceil(R / 2) * C * pw;  // P[35:18] + P[17] per DSP
-  r.lut = kMuLutPerAdderBit * adder_bits + kMuLutPerCorrectionBit * correction_bits + kMuLutBase +
-          lutram_luts(C * 8, col_steps) + lutram_luts(R * 32, row_steps);
+  // Registers: every adder-tree level, one 32-bit accumulator per row (Yosys merges the
+  // equal output register into it), the control word beside each of the 4 + log2(C)
+  // pipeline stages (valid, row step, four flags), the loop counters and flags (a fitted
+  // constant), and the one-word buffers that stay registers.
+  r.ff = R * (tree + 32) + (4 + L) * (5 + rf_bits) + kMuControlFf + (col_steps <= 1 ? C * 8 : 0) +
+         (row_steps <= 1 ? R * 32 : 0);
+  r.lut = kMuLutPerAdderBit * matrix_unit_adder_bits(mu) + kMuLutBase + lutram_luts(C * 8, col_steps) +
+          lutram_luts(R * 32, row_steps);
   return r;
 }
 
@@ -216,9 +226,9 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     add("matrix unit", matrix_unit_resources(mu, d.tiling),
         fmt::format("{}x{} MACs ({}-bit weights) as rtl/fpgallm_matrix_unit.v: DSP = ceil(R/2) x C (two int8 "
                     "products sharing the activation per DSP48E2, WP486); FF = R x (adder-tree bits + 32) + control; "
-                    "LUT = {} x adder bits + {} x sign-correction bits + {} + LUTRAM of the activation and "
-                    "partial-sum buffers (fitted to Yosys, docs/rtl.md)",
-                    R, C, W, kMuLutPerAdderBit, kMuLutPerCorrectionBit, kMuLutBase));
+                    "LUT = {} x adder bits + {} + LUTRAM of the activation and partial-sum buffers (constants "
+                    "fitted to Yosys, docs/rtl.md)",
+                    R, C, W, kMuLutPerAdderBit, kMuLutBase));
     u.parts.back().checked = kMatrixUnitChecked;
   } else {
     Resources r;

@@ -80,9 +80,12 @@ double dsps_for_macs(double macs, int weight_bits, int act_bits, const Device& d
 
 // The matrix unit as rtl/fpgallm_matrix_unit.v builds it on DSP48E2 fabric (int8
 // activations, int8 or int4 weights): DSP, LUT, FF and BRAM of the Yosys mapping of that
-// RTL, by formulas derived from its structure with two LUT constants fitted to Yosys
-// counts (docs/rtl.md: fit set, held-out shapes, errors).
+// RTL, by formulas derived from its structure with two LUT constants and one FF constant
+// fitted to Yosys counts (docs/rtl.md: fit set, held-out shapes, errors).
 Resources matrix_unit_resources(const arch::MatrixUnit& mu, const arch::Tiling& tiling);
+// Bits of the adders the RTL unit maps to fabric (adder trees, accumulators, the
+// packing's sign correction): the regressor of the matrix unit's LUT formula.
+double matrix_unit_adder_bits(const arch::MatrixUnit& mu);
 // Where the figures of matrix_unit_resources were checked.
 extern const char* const kMatrixUnitChecked;
 
