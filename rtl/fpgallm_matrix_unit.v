@@ -36,7 +36,7 @@ module fpgallm_matrix_unit #(
   parameter integer WBITS = 8,        // 8 or 4
   parameter integer TILE_ROWS = 8,    // multiple of PE
   parameter integer TILE_COLS = 16,   // multiple of SIMD
-  parameter integer GROUP_COLS = 0,   // 0, or a power-of-two multiple of SIMD dividing nothing in particular
+  parameter integer GROUP_COLS = 0,   // 0 (whole rows) or a power-of-two multiple of SIMD
   parameter integer CNT_BITS = 16
 ) (
   input  wire                       clk,
