@@ -1,5 +1,6 @@
 #include "codegen/emit_rtl.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>

@@ -143,7 +143,7 @@ Streams make_streams(const Problem& p) {
       for (int rf = 0; rf < rsteps; ++rf) {
         const int r0 = (rb + rf) * PE;
         for (int cf = 0; cf < csteps; ++cf) {
-          std::vector<std::uint8_t> ww(std::size_t(PE) * SIMD);
+          std::vector<std::uint8_t> ww(static_cast<std::size_t>(PE) * SIMD);
           for (int q = 0; q < PE; ++q)
             for (int k = 0; k < SIMD; ++k) ww[std::size_t(q) * SIMD + k] = weight(r0 + q, (cb + cf) * SIMD + k);
           s.w_words.push_back(ww);
