@@ -9,6 +9,7 @@ packages=(
   python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
   libopenmpi-dev openmpi-bin
   chromium
+  verilator yosys   # the RTL matrix unit: Verilator tests and Yosys mapping (label rtl, docs/rtl.md)
 )
 
 missing=()

@@ -19,6 +19,7 @@ namespace arch {
 
 using nlohmann::json;
 
+const char* to_string(MatrixUnitImpl i) { return i == MatrixUnitImpl::hls ? "hls" : "rtl"; }
 const char* to_string(Style s) { return s == Style::overlay ? "overlay" : "dataflow"; }
 const char* to_string(Split s) {
   switch (s) {
@@ -202,7 +203,7 @@ void to_json(json& j, const Design& d) {
            {"style", to_string(d.style)},
            {"phase", to_string(d.phase)},
            {"clock_mhz", d.clock_mhz},
-           {"matrix_unit", {{"rows", mu.rows}, {"cols", mu.cols}, {"weight_bits", mu.weight_bits},
+           {"matrix_unit", {{"impl", to_string(mu.impl)}, {"rows", mu.rows}, {"cols", mu.cols}, {"weight_bits", mu.weight_bits},
                             {"act_bits", mu.act_bits}, {"acc_bits", mu.acc_bits}, {"ii", mu.ii},
                             {"pipeline_depth", mu.pipeline_depth}}},
            {"vector_unit", {{"lanes", d.vector_unit.lanes}, {"exp_table_bits", d.vector_unit.exp_table_bits}}},
@@ -239,7 +240,8 @@ void from_json(const json& j, Design& d) {
   get(j, "clock_mhz", d.clock_mhz, "design");
   if (j.contains("matrix_unit")) {
     const auto& m = j["matrix_unit"];
-    check_keys(m, "matrix_unit", {"rows", "cols", "weight_bits", "act_bits", "acc_bits", "ii", "pipeline_depth"});
+    check_keys(m, "matrix_unit", {"impl", "rows", "cols", "weight_bits", "act_bits", "acc_bits", "ii", "pipeline_depth"});
+    if (m.contains("impl")) d.matrix_unit.impl = enum_from(m["impl"], "matrix_unit.impl", {MatrixUnitImpl::hls, MatrixUnitImpl::rtl});
     get(m, "rows", d.matrix_unit.rows, "matrix_unit");
     get(m, "cols", d.matrix_unit.cols, "matrix_unit");
     get(m, "weight_bits", d.matrix_unit.weight_bits, "matrix_unit");

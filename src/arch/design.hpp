@@ -17,7 +17,13 @@ enum class Style { overlay, dataflow };
 enum class Split { none, tensor, pipeline };
 enum class Phase { inference, train };
 
+// How the matrix unit is built in the emitted project: the HLS kernel
+// (src/kernels/matrix_unit.hpp) or the RTL unit (rtl/fpgallm_matrix_unit.v, packaged as
+// a Vitis RTL kernel; docs/rtl.md).
+enum class MatrixUnitImpl { hls, rtl };
+
 struct MatrixUnit {
+  MatrixUnitImpl impl = MatrixUnitImpl::hls;
   int rows = 32;          // output features computed in parallel (PE)
   int cols = 32;          // input features consumed per cycle per row (SIMD)
   int weight_bits = 8;    // 1..8 or 16 (the kernels implement 8 and 4; 4-bit weights are unpacked to int8 at the MAC)
@@ -111,6 +117,7 @@ struct Design {
   std::vector<std::string> kernel_gaps() const;
 };
 
+const char* to_string(MatrixUnitImpl i);
 const char* to_string(Style s);
 const char* to_string(Split s);
 const char* to_string(Phase p);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "arch/program.hpp"
+#include "codegen/emit_rtl.hpp"
 #include "kernels/matrix_unit.hpp"
 #include "codegen/emit_text.hpp"
 #include "engine/accel.hpp"
@@ -365,6 +366,10 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   const Schedule schedule = decode_schedule(kernel_config, design, info.device, info.context);
   info.schedule = schedule.table;
 
+  if (design.matrix_unit.impl == arch::MatrixUnitImpl::rtl)
+    info.notes.push_back("matrix_unit.impl is rtl: rtl/ holds the RTL matrix unit, packaged as a Vitis RTL kernel by "
+                         "rtl/package_xo.tcl and linked by `make -C rtl link`; those steps were not run here, and the "
+                         "overlay kernel still computes its matmuls in HLS (rtl/README.md)");
   // Replaces only an earlier fpgallm folder (util/output.hpp); written beside it, swapped in.
   fpgallm::check_output(out_dir, fpgallm::OutputKind::folder);
   fpgallm::OutputFolder folder(out_dir);
@@ -388,6 +393,9 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
     write(tmp, "hls/fpgallm_overlay.tcl", hls_tcl(info), files);
     write(tmp, "README.md", readme(info), files);
     write(tmp, "schedule.md", "# Schedule of one decode step (fpgallm emit)\n\n" + info.schedule, files);
+    if (design.matrix_unit.impl == arch::MatrixUnitImpl::rtl)
+      for (const auto& [path, text] : rtl_kernel_files(design, (fs::path(fpgallm::source_dir()) / "rtl").string()))
+        write(tmp, path, text, files);
     for (int ch = 0; ch < info.weight_channels; ++ch)
       write(tmp, fmt::format("data/weights_ch{:02d}.bin", ch), bytes_of(layout.channels[std::size_t(ch)]), files);
     write(tmp, "data/row_scales.bin", bytes_of(layout.row_scales), files);

@@ -254,6 +254,9 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   for (const auto& l : use.lines)
     util_rows.push_back({{"resource", hw::to_string(l.resource)}, {"used", l.used}, {"available", l.available},
                          {"ceiling", l.ceiling}, {"fits", l.fits()}});
+  // Which parts' figures were checked against a synthesis mapping and which are model-only.
+  json parts_checked = json::array();
+  for (const auto& p : use.parts) parts_checked.push_back({{"name", p.name}, {"checked", p.checked}});
   const perf::Prediction& pred = pick->prediction;
   json summary = {
       {"model", {{"file", fs::path(o.model).filename().string()}, {"config", c}}},
@@ -274,7 +277,7 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
                        {"evaluated", explored.evaluated},
                        {"method", explored.method}}},
       {"resources", {{"fits", use.fits}, {"lines", util_rows}, {"binding", hw::to_string(use.binding())},
-                     {"assumptions", use.assumptions}}},
+                     {"assumptions", use.assumptions}, {"parts", parts_checked}}},
       {"predicted", perf::summary_json(pred)},
       {"simulated", {{"decode", sim_summary(sim_decode)}, {"prefill", sim_summary(sim_prefill)},
                      {"decode_idealized", sim_summary(sim_ideal)}}},

@@ -239,6 +239,18 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
               l["fits"].get<bool>() ? "yes" : "<span class=\"bad\">no</span>"});
   }
   h += "</table>\n<p>Bars: share of what the platform shell leaves; the black mark is the timing-closure ceiling.</p>\n";
+  if (s["resources"].contains("parts")) {  // which figures a synthesis mapping checked
+    std::string checked, model_only;
+    for (const auto& p : s["resources"]["parts"]) {
+      const std::string how = p["checked"].get<std::string>();
+      if (!how.empty())
+        checked += "<li>" + esc(str(p["name"])) + ": " + esc(how) + "</li>";
+      else
+        model_only += (model_only.empty() ? "" : ", ") + esc(str(p["name"]));
+    }
+    h += "<p id=\"resource-checks\">Checked against a synthesis mapping:</p><ul>" +
+         (checked.empty() ? std::string("<li>none</li>") : checked) + "</ul>\n<p>Model only: " + model_only + ".</p>\n";
+  }
 
   h += "<h2>Roofline and design space</h2>\n";
   h += "<div>" + roofline_svg + "</div>\n<div>" + pareto_svg + "</div>\n";

@@ -118,6 +118,11 @@ namespace {
 
 // Constants that are not device figures. Each is an assumption stated in
 // docs/performance-model.md ("Resource and power model"); the FINN ones are cited there.
+// Fitted once to Yosys's mapping of rtl/fpgallm_matrix_unit.v over the fit set of
+// bench/rtl_resources.cpp (`rtl_resources --fit`; docs/rtl.md, "Fit").
+constexpr double kMuLutPerAdderBit = 0.7425;
+constexpr double kMuLutBase = 466;
+constexpr double kMuControlFf = 64 + 3;  // 4 x 16-bit loop counters + 3 flags (the residual on the fit set)
 constexpr double kFinnLutBase = 300;      // FINN lut_estimation c0
 constexpr double kFinnLutScale = 1.1;     // FINN lut_estimation c1
 constexpr int kRequantScaleBits = 16;     // fixed-point scale multiplier width
@@ -147,6 +152,54 @@ bool is_hbm(const MemoryPool& m) { return m.kind.rfind("HBM", 0) == 0; }
 
 }  // namespace
 
+const char* const kMatrixUnitChecked =
+    "Yosys 0.23 synth_xilinx -family xcup of rtl/fpgallm_matrix_unit.v (DSP exact; LUT and FF within 15% on "
+    "held-out shapes; docs/rtl.md)";
+
+namespace {
+
+// Fabric LUTs of one distributed-RAM buffer `width` bits wide and `depth` words deep, as
+// Yosys maps an asynchronous-read memory: RAM32M16 (32 x 14 bits, 8 LUTs) up to 32 words,
+// RAM64M8 (64 x 7 bits, 8 LUTs) per 64 words beyond (UG574); one word is a register.
+double lutram_luts(double width, double depth) {
+  if (depth <= 1) return 0;
+  if (depth <= 32) return 8 * std::ceil(width / 14);
+  return 8 * std::ceil(width / 7) * std::ceil(depth / 64);
+}
+
+}  // namespace
+
+double matrix_unit_adder_bits(const arch::MatrixUnit& mu) {
+  const int L = ceil_log2(mu.cols);
+  const int pw = std::max(mu.weight_bits, 4) + 8;  // product width: int8 x int8 16 bits, int4 x int8 12
+  // Adder tree of one row: level l holds cols / 2^l sums of pw + l bits.
+  double tree = 0;
+  for (int l = 1; l <= L; ++l) tree += (mu.cols >> l) * double(pw + l);
+  // Per row the tree and a 32-bit accumulator; per DSP the sign correction P[35:18] + P[17].
+  return mu.rows * (tree + 32) + std::ceil(mu.rows / 2.0) * mu.cols * pw;
+}
+
+Resources matrix_unit_resources(const arch::MatrixUnit& mu, const arch::Tiling& tiling) {
+  const double R = mu.rows, C = mu.cols;
+  const int L = ceil_log2(mu.cols);
+  const int pw = std::max(mu.weight_bits, 4) + 8;
+  double tree = 0;
+  for (int l = 1; l <= L; ++l) tree += (mu.cols >> l) * double(pw + l);
+  const double row_steps = tiling.tile_rows / R, col_steps = tiling.tile_cols / C;
+  const int rf_bits = std::max(1, ceil_log2(row_steps));
+  Resources r;
+  r.dsp = std::ceil(R / 2) * C;
+  // Registers: every adder-tree level, one 32-bit accumulator per row (Yosys merges the
+  // equal output register into it), the control word beside each of the 4 + log2(C)
+  // pipeline stages (valid, row step, four flags), the loop counters and flags (a fitted
+  // constant), and the one-word buffers that stay registers.
+  r.ff = R * (tree + 32) + (4 + L) * (5 + rf_bits) + kMuControlFf + (col_steps <= 1 ? C * 8 : 0) +
+         (row_steps <= 1 ? R * 32 : 0);
+  r.lut = kMuLutPerAdderBit * matrix_unit_adder_bits(mu) + kMuLutBase + lutram_luts(C * 8, col_steps) +
+          lutram_luts(R * 32, row_steps);
+  return r;
+}
+
 Utilization estimate_resources(const arch::Design& d, const Device& dev, const ResourceOptions& opt) {
   if (dev.kind != Kind::fpga)
     throw fpgallm::InputError(dev.id, "is a GPU; the resource model applies to FPGA designs");
@@ -168,8 +221,17 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     u.parts.push_back({std::move(name), r, std::move(formula)});
   };
 
-  // Matrix unit: R x C MACs with DSP packing; FINN's MVAU LUT estimate (adder tree + accumulator).
-  {
+  // Matrix unit. On DSP48E2 fabric with 8-bit operands: the RTL unit's structure, checked
+  // against Yosys's mapping. Otherwise (DSP58, wider operands): FINN's MVAU estimates.
+  if (amd && W_mac <= 8 && A <= 8 && !is_dsp58(dev)) {
+    add("matrix unit", matrix_unit_resources(mu, d.tiling),
+        fmt::format("{}x{} MACs ({}-bit weights) as rtl/fpgallm_matrix_unit.v: DSP = ceil(R/2) x C (two int8 "
+                    "products sharing the activation per DSP48E2, WP486); FF = R x (adder-tree bits + 32) + control; "
+                    "LUT = {} x adder bits + {} + LUTRAM of the activation and partial-sum buffers (constants "
+                    "fitted to Yosys, docs/rtl.md)",
+                    R, C, W, kMuLutPerAdderBit, kMuLutBase));
+    u.parts.back().checked = kMatrixUnitChecked;
+  } else {
     Resources r;
     std::string packing;
     if (!amd) {  // Intel variable-precision DSP or AI tensor block: int8_macs_per_dsp MACs per block
@@ -180,10 +242,6 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     } else if (W_mac <= 8 && A <= 8 && is_dsp58(dev)) {
       r.dsp = double(R) * std::ceil(C / 3.0);
       packing = "R x ceil(C/3): DSP58 INT8 three-element dot product (AM004; FINN mvu_8sx9)";
-    } else if (W_mac <= 8 && A <= 8) {
-      const double per = dev.int8_macs_per_dsp.or_else(1);
-      r.dsp = std::ceil(R / per) * C;
-      packing = fmt::format("ceil(R/{:g}) x C: {:g} int8 MACs sharing the activation per DSP48E2 (WP486; FINN mvu_8sx8u)", per, per);
     } else if (W == 16 && A == 16) {
       r.dsp = double(R) * C * kFp16MacDsp;
       packing = "R x C x 3: an fp16 multiplier (1 DSP) and adder (2 DSP) per MAC at full DSP usage (AMD PG060 "
@@ -376,6 +434,7 @@ void to_json(nlohmann::json& j, const Utilization& u) {
     nlohmann::json e = res(p.use);
     e["name"] = p.name;
     e["formula"] = p.formula;
+    e["checked"] = p.checked;
     parts.push_back(e);
   }
   nlohmann::json lines = nlohmann::json::array();

@@ -26,6 +26,9 @@ struct Part {
   std::string name;
   Resources use;
   std::string formula;  // how the counts were obtained, with the source of the constants
+  // What the counts were checked against: a synthesis mapping ("Yosys 0.23 synth_xilinx
+  // -family xcup of rtl/..., docs/rtl.md") or empty when the figures are model-only.
+  std::string checked;
 };
 
 enum class Resource { lut, ff, dsp, bram36, uram };
@@ -74,6 +77,17 @@ double bram36_for_buffer(double bytes, int banks, int width_bits);
 double uram_for_buffer(double bytes, int banks, int width_bits);
 // DSP blocks for `macs` parallel multipliers of the given widths on the device's DSP type.
 double dsps_for_macs(double macs, int weight_bits, int act_bits, const Device& device);
+
+// The matrix unit as rtl/fpgallm_matrix_unit.v builds it on DSP48E2 fabric (int8
+// activations, int8 or int4 weights): DSP, LUT, FF and BRAM of the Yosys mapping of that
+// RTL, by formulas derived from its structure with two LUT constants and one FF constant
+// fitted to Yosys counts (docs/rtl.md: fit set, held-out shapes, errors).
+Resources matrix_unit_resources(const arch::MatrixUnit& mu, const arch::Tiling& tiling);
+// Bits of the adders the RTL unit maps to fabric (adder trees, accumulators, the
+// packing's sign correction): the regressor of the matrix unit's LUT formula.
+double matrix_unit_adder_bits(const arch::MatrixUnit& mu);
+// Where the figures of matrix_unit_resources were checked.
+extern const char* const kMatrixUnitChecked;
 
 void to_json(nlohmann::json& j, const Utilization& u);
 

@@ -56,12 +56,16 @@ TEST(DspPacking, Int8PairsOnDsp48e2TriplesOnDsp58) {
 TEST(Resources, SmallDesignOnU280ByHand) {
   const hw::Device& u280 = hw::find_device("u280");
   const hw::Utilization u = hw::estimate_resources(small_design(), u280);
-  // Matrix unit 4 x 8: ceil(4/2) x 8 = 16 DSPs. Accumulator min(32, 8+8+log2 256) = 24 bits.
-  // LUT = 300 + 1.1 x 4 x (16 x (2x8-1) + 24) = 1461.6; FF = 4 x (240 + 32) + 8 x 8 x 1 = 1152.
+  // Matrix unit 4 x 8 as the RTL builds it: ceil(4/2) x 8 = 16 DSPs. Adder tree of a row:
+  // 4 x 17 + 2 x 18 + 1 x 19 = 123 bits; adder bits 4 x (123 + 32) + 2 x 8 x 16 = 876.
+  // LUTRAM: 32 x 64-bit activations 8 x ceil(64/14) = 40, 32 x 128-bit sums 8 x 10 = 80.
+  // LUT = 0.7425 x 876 + 466 + 120 = 1236.43; FF = 620 + 7 stages x (5 + 5) + 67 = 757.
   const hw::Part& mu = part(u, "matrix unit");
   EXPECT_EQ(mu.use.dsp, 16);
-  EXPECT_DOUBLE_EQ(mu.use.lut, 1461.6);
-  EXPECT_DOUBLE_EQ(mu.use.ff, 1152);
+  EXPECT_DOUBLE_EQ(mu.use.lut, 0.7425 * 876 + 466 + 120);
+  EXPECT_DOUBLE_EQ(mu.use.ff, 757);
+  EXPECT_FALSE(mu.checked.empty());
+  EXPECT_TRUE(part(u, "vector unit").checked.empty());
   // Requantizers: 2 DSP each, one per row.
   EXPECT_EQ(part(u, "requantizers").use.dsp, 8);
   // Vector unit: 16 lanes + 4 shared; exp table 256 x 16 bits = 64 LUTs per lane.
@@ -85,8 +89,8 @@ TEST(Resources, SmallDesignOnU280ByHand) {
   EXPECT_EQ(u.total.dsp, 16 + 8 + 20);
   EXPECT_EQ(u.total.bram36, 100 + 4 + 8);
   EXPECT_EQ(u.total.uram, 8);
-  EXPECT_DOUBLE_EQ(u.total.lut, 1461.6 + 320 + 8924 + 2048 + 45000 + 10718 + 6000);
-  EXPECT_DOUBLE_EQ(u.total.ff, 1152 + 224 + 6300 + 75000 + 21793 + 9000);
+  EXPECT_DOUBLE_EQ(u.total.lut, (0.7425 * 876 + 466 + 120) + 320 + 8924 + 2048 + 45000 + 10718 + 6000);
+  EXPECT_DOUBLE_EQ(u.total.ff, 757 + 224 + 6300 + 75000 + 21793 + 9000);
   EXPECT_TRUE(u.fits);
   const auto& dsp = u.line(hw::Resource::dsp);
   EXPECT_EQ(dsp.available, 8496);  // after the shell (FINN per-SLR figures)
