@@ -102,6 +102,15 @@ Weights allocate_weights(const Config& c) {
       auto s = linear_shape(c, l);
       layer.linear(l).assign(sz(s.rows, s.cols), 0.0f);
     }
+    if (c.qkv_bias) {
+      layer.bq.assign(sz(c.n_heads, c.head_dim()), 0.0f);
+      layer.bk.assign(sz(c.kv_dim()), 0.0f);
+      layer.bv.assign(sz(c.kv_dim()), 0.0f);
+    }
+    if (c.qk_norm) {
+      layer.q_norm.assign(sz(c.head_dim()), 0.0f);
+      layer.k_norm.assign(sz(c.head_dim()), 0.0f);
+    }
   }
   w.final_norm.assign(sz(c.dim), 0.0f);
   if (!c.shared_classifier) w.classifier.assign(sz(c.vocab_size, c.dim), 0.0f);
@@ -225,6 +234,8 @@ Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path) {
   std::error_code ec;
   auto beside = (std::filesystem::is_directory(source, ec) ? source : source.parent_path()) / "tokenizer.bin";
   if (std::filesystem::exists(beside)) return Tokenizer::load_llama2c(beside.string(), m.config.vocab_size);
+  if (m.bpe_tokenizer)
+    throw fpgallm::InputError(m.source_path, "has a byte-level BPE vocabulary, which only `run` uses so far; pass a llama2.c tokenizer with -z");
   throw fpgallm::InputError(m.source_path, "has no tokenizer inside and none beside it; pass one with -z");
 }
 
