@@ -17,7 +17,7 @@ MoeAnalysis analyze_moe(const Request& request, const hw::Device& device, const 
   m.read_bytes_per_step = w.decode.totals().weight_bytes;
   m.read_fraction = m.read_bytes_per_step / m.stored_bytes;
   const double tokens = double(w.decode.tokens());
-  m.experts_per_step = c.n_experts * (1.0 - std::pow(1.0 - double(c.n_experts_active) / c.n_experts, tokens));
+  m.experts_per_step = graph::experts_touched(c.n_experts, c.n_experts_active, tokens);
   const double need = m.stored_bytes + w.decode.kv_cache_bytes(request.scenario.context);
   const double capacity = device.memory_capacity_gb() * 1e9, bandwidth = device.memory_bandwidth_gbps() * 1e9;
   m.cards_for_capacity = capacity > 0 ? static_cast<int>(std::ceil(need / capacity)) : 0;
@@ -30,8 +30,8 @@ MoeAnalysis analyze_moe(const Request& request, const hw::Device& device, const 
   const int moe_layers = c.n_layers - c.n_dense_layers;
   const double act_bytes = w.decode.precision.act_bits / 8.0;
   m.experts_per_card = (c.n_experts + m.cards - 1) / m.cards;
-  // A token's k experts land on distinct cards like k balls in `cards` bins.
-  m.cards_per_token = m.cards * (1.0 - std::pow(1.0 - 1.0 / m.cards, c.n_experts_active));
+  // A token's k experts land on cards as k tokens that each pick one of `cards` "experts".
+  m.cards_per_token = graph::experts_touched(m.cards, 1, c.n_experts_active);
   // Expert parallel: each MoE block sends the token's activations to every other card that
   // holds one of its experts and gets one result back (dim values each way).
   const double remote = m.cards_per_token - m.cards_per_token / m.cards;  // expected cards other than the token's own

@@ -169,13 +169,6 @@ bool has_bias(const model::Config& c, model::Linear l) {
   return c.has_bias() || (c.qkv_bias && (l == Linear::wq || l == Linear::wk || l == Linear::wv));
 }
 
-// Expected number of distinct experts that `tokens` tokens route to when each picks
-// `active` of `experts` uniformly at random (an assumption: real routers are skewed,
-// which touches fewer): experts * (1 - (1 - active/experts)^tokens).
-double experts_touched(int experts, int active, double tokens) {
-  return experts * (1.0 - std::pow(1.0 - double(active) / experts, tokens));
-}
-
 struct Lowering {
   const model::Config& c;
   const Shape& s;
@@ -544,6 +537,10 @@ void check_shape(const model::Config& c, const Shape& s) {
 }
 
 }  // namespace
+
+double experts_touched(int experts, int active, double tokens) {
+  return experts * (1.0 - std::pow(1.0 - double(active) / experts, tokens));
+}
 
 Workload lower(const model::Config& config, const Shape& shape, const Precision& precision) {
   check_shape(config, shape);

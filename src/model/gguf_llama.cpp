@@ -292,6 +292,7 @@ void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_ty
     add_vector(fmt::format("blk.{}.ffn_norm.weight", l), lw.ffn_norm);
   }
   add_vector("output_norm.weight", m.weights.final_norm);
+  if (!m.weights.rope_freq_factors.empty()) add_vector("rope_freqs.weight", m.weights.rope_freq_factors);
   if (!c.shared_classifier) add_matrix("output.weight", linear_shape(c, Linear::cls), m.weights.classifier);
   w.write(path, version);
 }

@@ -197,6 +197,8 @@ Model load_llama2c(const std::string& path) {
 void save_llama2c(const Model& m, const std::string& path) {
   const Config& c = m.config;
   if (c.arch != Arch::llama) throw fpgallm::InputError(path, "llama2.c format holds only llama models");
+  if (!m.weights.rope_freq_factors.empty() || c.head_size != 0)
+    throw fpgallm::InputError(path, "llama2.c format cannot hold RoPE scaling or a free head width");
   std::string out;
   out.reserve(kLlama2cHeader + llama2c_float_count(c) * sizeof(float));
   auto put_i32 = [&](std::int32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };

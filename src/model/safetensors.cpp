@@ -248,6 +248,12 @@ std::string hf_config_json(const Config& c) {
                               {"eos_token_id", 2},
                               {"torch_dtype", "float32"}};
   if (c.head_size) j["head_dim"] = c.head_size;
+  if (c.rope_scaling.factor != 0)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", shortest(c.rope_scaling.factor)},
+                         {"low_freq_factor", shortest(c.rope_scaling.low_freq_factor)},
+                         {"high_freq_factor", shortest(c.rope_scaling.high_freq_factor)},
+                         {"original_max_position_embeddings", c.rope_scaling.original_context}};
   return j.dump(2) + "\n";
 }
 
@@ -442,6 +448,8 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
   namespace st = safetensors;
   const Config& c = m.config;
   if (c.arch != Arch::llama) throw fpgallm::InputError(dir_name, "safetensors output supports llama models only");
+  if (!m.weights.rope_freq_factors.empty() && c.rope_scaling.factor == 0)
+    throw fpgallm::InputError(dir_name, "the model's RoPE frequency factors (GGUF rope_freqs) have no config.json rope_scaling form");
   if (!m.has_weights()) throw fpgallm::InputError(dir_name, "the model has no weights to write");
   if (tokenizer && tokenizer->vocab_size() != c.vocab_size)
     throw fpgallm::InputError(dir_name, fmt::format("tokenizer has {} tokens but the model's vocabulary has {}",

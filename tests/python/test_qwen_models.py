@@ -1,10 +1,13 @@
-"""Qwen2 (and DeepSeek-R1-Distill-Qwen, the same architecture) and Qwen3 checkpoints,
+"""Qwen2 (and DeepSeek-R1-Distill-Qwen, the same architecture), Qwen3 and Llama 3 (RoPE
+scaling) checkpoints,
 synthesized here with random weights as a Hugging Face folder (config.json,
 model.safetensors, tokenizer.json) and as GGUF (llama.cpp's tensor names; q/k rows kept in
 Hugging Face order, as llama.cpp's converter does for these architectures). fpgallm's
 logits must equal a float64 numpy forward pass written from the published model
-descriptions (transformers' modeling_qwen2.py / modeling_qwen3.py: RMSNorm, rotate-half
-RoPE, grouped-query attention, SwiGLU), and greedy tokens must agree between the formats."""
+descriptions (transformers' modeling_qwen2.py / modeling_qwen3.py / modeling_llama.py and
+modeling_rope_utils.py: RMSNorm, rotate-half RoPE with Llama 3 scaling, grouped-query
+attention, SwiGLU), and greedy tokens must agree between the formats. Llama's GGUF q/k rows
+are permuted as convert_hf_to_gguf.py does, with its rope_freqs.weight."""
 import json
 import subprocess
 
@@ -13,7 +16,7 @@ import pytest
 
 from conftest import SAMPLE_TEXT, fpgallm_binary
 from fpgallm import _core
-from hf_formats import (QWEN2_PATTERN, SPECIALS, GGUF_ARRAY, GGUF_F32, GGUF_STRING, GGUF_U32, gguf_tokenizer_metadata,
+from hf_formats import (LLAMA3_PATTERN, QWEN2_PATTERN, SPECIALS, GGUF_ARRAY, GGUF_F32, GGUF_STRING, GGUF_U32, gguf_tokenizer_metadata,
                         tokenizer_json, train_bpe, write_gguf, write_safetensors)
 
 # Small shapes in the proportions of the real configs (GQA, Qwen3's head_dim != hidden/heads).
@@ -23,7 +26,48 @@ SHAPES = {
     "qwen3": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=24, rope_theta=1000000.0, rms_norm_eps=1e-6,
                   tie_word_embeddings=False),
+    # Llama 3.x with its RoPE scaling; the original context is shrunk so that the short test
+    # sequence reaches every band (scaled, blended, kept) of the frequencies.
+    "llama3": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                   rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                     original_max_position_embeddings=8)),
 }
+
+
+def llama3_inv_freq(inv_freq, rs):
+    """transformers' _compute_llama3_parameters."""
+    factor, low, high, old = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], rs["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * np.pi / inv_freq
+    inv_freq_llama = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
+    is_medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return np.where(is_medium, smoothed, inv_freq_llama)
+
+
+def llama3_rope_freqs(cfg, hd):
+    """convert_hf_to_gguf.py's rope_freqs.weight for Llama 3: the divisor of each frequency."""
+    rs = cfg["rope_scaling"]
+    factor, low, high, old = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], rs["original_max_position_embeddings"]
+    freqs = 1.0 / (cfg["rope_theta"] ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    out = []
+    for freq in freqs:
+        wavelen = 2 * np.pi / freq
+        if wavelen < old / high:
+            out.append(1)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def llama_cpp_permute(w, n_head):
+    """convert_hf_to_gguf.py LlamaModel.permute: Hugging Face rotate-half rows to GGUF's pairs."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def rms_norm(x, w, eps):
@@ -44,6 +88,8 @@ def reference_logits(cfg, w, tokens):
     W = {k: v.astype(np.float64) for k, v in w.items()}
     x = W["model.embed_tokens.weight"][tokens]
     inv_freq = 1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
+    if cfg.get("rope_scaling"):
+        inv_freq = llama3_inv_freq(inv_freq, cfg["rope_scaling"])
     freqs = np.outer(np.arange(T, dtype=np.float64), inv_freq)
     emb = np.concatenate([freqs, freqs], axis=-1)
     cos, sin = np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]
@@ -76,10 +122,12 @@ def reference_logits(cfg, w, tokens):
     return x @ head.T
 
 
-def synthesize(arch, tmp_path, vocab, merges, seed):
-    cfg = dict(SHAPES[arch])
+def synthesize(name, tmp_path, vocab, merges, seed):
+    cfg = dict(SHAPES[name])
+    arch = "llama" if name == "llama3" else name
     n_vocab = len(vocab) + len(SPECIALS)
-    cfg.update(architectures=["Qwen2ForCausalLM" if arch == "qwen2" else "Qwen3ForCausalLM"], model_type=arch,
+    cls = {"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "llama": "LlamaForCausalLM"}[arch]
+    cfg.update(architectures=[cls], model_type=arch,
                vocab_size=n_vocab, max_position_embeddings=128, hidden_act="silu", torch_dtype="float32",
                eos_token_id=len(vocab) + SPECIALS.index("<|endoftext|>"))
     if arch == "qwen2":
@@ -113,11 +161,13 @@ def synthesize(arch, tmp_path, vocab, merges, seed):
     if not cfg["tie_word_embeddings"]:
         w["lm_head.weight"] = mat(n_vocab, d)
 
-    folder = tmp_path / f"{arch}-hf"
+    folder = tmp_path / f"{name}-hf"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(cfg, indent=2))
     write_safetensors(folder / "model.safetensors", w)
-    (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json(vocab, merges, QWEN2_PATTERN)), encoding="utf-8")
+    llama = arch == "llama"  # Llama 3's tokenizer.json: its own split pattern, ignore_merges
+    tj = tokenizer_json(vocab, merges, LLAMA3_PATTERN if llama else QWEN2_PATTERN, ignore_merges=llama)
+    (folder / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
 
     # GGUF as llama.cpp's convert_hf_to_gguf.py writes these architectures.
     k = arch + "."
@@ -129,7 +179,7 @@ def synthesize(arch, tmp_path, vocab, merges, seed):
           (k + "attention.layer_norm_rms_epsilon", GGUF_F32, cfg["rms_norm_eps"])]
     if arch == "qwen3":
         md += [(k + "attention.key_length", GGUF_U32, hd), (k + "attention.value_length", GGUF_U32, hd)]
-    md += gguf_tokenizer_metadata(vocab, merges, "qwen2", eos=cfg["eos_token_id"])
+    md += gguf_tokenizer_metadata(vocab, merges, "llama-bpe" if arch == "llama" else "qwen2", eos=cfg["eos_token_id"])
     names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
              "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
              "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
@@ -141,11 +191,15 @@ def synthesize(arch, tmp_path, vocab, merges, seed):
     for name, a in w.items():
         if name.startswith("model.layers."):
             layer, rest = name[len("model.layers."):].split(".", 1)
+            if arch == "llama" and rest in ("self_attn.q_proj.weight", "self_attn.k_proj.weight"):
+                a = llama_cpp_permute(a, nh if rest.startswith("self_attn.q") else nkv)
             tensors.append((f"blk.{layer}.{names[rest]}", a))
         else:
             tensors.append(({"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
                               "lm_head.weight": "output.weight"}[name], a))
-    gguf = tmp_path / f"{arch}.gguf"
+    if cfg.get("rope_scaling"):
+        tensors.append(("rope_freqs.weight", llama3_rope_freqs(cfg, hd)))
+    gguf = tmp_path / f"{name}.gguf"
     write_gguf(gguf, md, tensors)
     return cfg, w, folder, gguf
 
@@ -156,10 +210,11 @@ def trained_vocab():
     return train_bpe(text, QWEN2_PATTERN, 200)
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
-def test_logits_match_reference_and_formats_agree(arch, tmp_path, trained_vocab):
+@pytest.mark.parametrize("name", ["qwen2", "qwen3", "llama3"])
+def test_logits_match_reference_and_formats_agree(name, tmp_path, trained_vocab):
     vocab, merges = trained_vocab
-    cfg, w, folder, gguf = synthesize(arch, tmp_path, vocab, merges, seed=20 + len(arch))
+    cfg, w, folder, gguf = synthesize(name, tmp_path, vocab, merges, seed=20 + len(name))
+    arch = cfg["model_type"]
     rng = np.random.default_rng(7)
     tokens = [int(t) for t in rng.integers(0, cfg["vocab_size"], 12)]
     ref = reference_logits(cfg, w, tokens)
@@ -169,6 +224,9 @@ def test_logits_match_reference_and_formats_agree(arch, tmp_path, trained_vocab)
         got = _core.Transformer(m).logits(tokens).astype(np.float64)
         rel = np.abs(got - ref).max() / np.abs(ref).max()
         assert rel < 1e-5, f"{path}: max |fpgallm - reference| / max |reference| = {rel:.3g}"
+    if cfg.get("rope_scaling"):  # the scaling matters at these positions: without it the logits differ
+        plain = reference_logits(dict(cfg, rope_scaling=None), w, tokens)
+        assert np.abs(plain - ref).max() / np.abs(ref).max() > 1e-3
 
     def greedy(path):
         out = subprocess.run([fpgallm_binary(), "run", str(path), "-t", "0", "-n", "40", "-i", "Once upon a time",
