@@ -64,6 +64,7 @@ Generation generate(Transformer& t, const model::BpeTokenizer& tok, Sampler& sam
     if (static_cast<int>(g.tokens.size()) >= steps) break;
   }
   g.seconds_after_first = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  g.text = model::valid_utf8(g.text);
   return g;
 }
 

@@ -25,7 +25,8 @@ Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sample
 
 // The same loop for a byte-level BPE vocabulary: `prompt` is already encoded (chat template
 // and bos included); stops after `steps` positions or at an end-of-generation token. The
-// text holds the generated tokens' bytes (special tokens left out).
+// text holds the generated tokens' bytes (special tokens left out) as valid UTF-8 (U+FFFD
+// for a byte of an unfinished character); on_piece gets each token's raw bytes.
 Generation generate(Transformer& t, const model::BpeTokenizer& tok, Sampler& sampler, const std::vector<int>& prompt,
                     int steps, const std::function<void(const std::string&)>& on_piece = {});
 

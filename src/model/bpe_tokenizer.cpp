@@ -102,6 +102,37 @@ constexpr const char* kEndOfTurn[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>
 
 const std::string& bpe_byte_symbol(unsigned char b) { return byte_symbols()[b]; }
 
+// Unicode's "maximal subpart" rule (chapter 3, U+FFFD substitution): an ill-formed
+// sequence is the lead byte and the continuation bytes that could still have started a
+// well-formed one; each such subpart becomes one U+FFFD.
+std::string valid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    const std::size_t n = utf8_length(bytes, i);
+    if (n == 0) {
+      const auto c = static_cast<unsigned char>(bytes[i]);
+      std::size_t want = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 1;
+      std::size_t len = 1;
+      for (; len < want && i + len < bytes.size(); ++len) {
+        const auto b = static_cast<unsigned char>(bytes[i + len]);
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (len == 1 && c == 0xE0) lo = 0xA0;
+        if (len == 1 && c == 0xED) hi = 0x9F;
+        if (len == 1 && c == 0xF0) lo = 0x90;
+        if (len == 1 && c == 0xF4) hi = 0x8F;
+        if (b < lo || b > hi) break;
+      }
+      out += "\xEF\xBF\xBD";
+      i += len;
+    } else {
+      out.append(bytes, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 struct BpeTokenizer::Regex {
   pcre2_code* code = nullptr;
   ~Regex() { pcre2_code_free(code); }

@@ -188,15 +188,15 @@ def synthesize(name, tmp_path, vocab, merges, seed):
              "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
              "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
     tensors = []
-    for name, a in w.items():
-        if name.startswith("model.layers."):
-            layer, rest = name[len("model.layers."):].split(".", 1)
+    for tname, a in w.items():
+        if tname.startswith("model.layers."):
+            layer, rest = tname[len("model.layers."):].split(".", 1)
             if arch == "llama" and rest in ("self_attn.q_proj.weight", "self_attn.k_proj.weight"):
                 a = llama_cpp_permute(a, nh if rest.startswith("self_attn.q") else nkv)
             tensors.append((f"blk.{layer}.{names[rest]}", a))
         else:
             tensors.append(({"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-                              "lm_head.weight": "output.weight"}[name], a))
+                              "lm_head.weight": "output.weight"}[tname], a))
     if cfg.get("rope_scaling"):
         tensors.append(("rope_freqs.weight", llama3_rope_freqs(cfg, hd)))
     gguf = tmp_path / f"{name}.gguf"
@@ -230,8 +230,14 @@ def test_logits_match_reference_and_formats_agree(name, tmp_path, trained_vocab)
 
     def greedy(path):
         out = subprocess.run([fpgallm_binary(), "run", str(path), "-t", "0", "-n", "40", "-i", "Once upon a time",
-                              "--json"], capture_output=True, text=True, check=True)
-        return json.loads(out.stdout)["tokens"]
+                              "--json"], capture_output=True, check=True)
+        j = json.loads(out.stdout.decode("utf-8"))  # strict: the JSON text must be UTF-8
+        tok = _core.bpe_tokenizer(_core.load(str(path)))
+        n_prompt = j["prompt_tokens"]
+        generated = [t for t in j["tokens"][n_prompt:] if t < len(vocab)]  # specials end or are left out
+        # Random weights split characters; the text is the bytes with U+FFFD per ill-formed subpart, as Python decodes.
+        assert j["text"] == tok.decode(generated).decode("utf-8", errors="replace")
+        return j["tokens"]
 
     from_folder, from_gguf = greedy(folder), greedy(gguf)
     assert from_folder == from_gguf
