@@ -3,6 +3,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "model/utf8.hpp"
+
 namespace engine {
 
 Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sampler,

@@ -12,6 +12,7 @@
 #include <queue>
 
 #include "model/gguf.hpp"
+#include "model/utf8.hpp"
 #include "util/error.hpp"
 #include "util/mapped_file.hpp"
 

@@ -81,11 +81,6 @@ class BpeTokenizer {
   std::string source_;
 };
 
-// bytes with every byte that is not part of well-formed UTF-8 replaced by U+FFFD (what a
-// JSON document or a Python str can hold; tokens of a byte-level vocabulary may split a
-// character, and a sampled sequence need not complete it).
-std::string valid_utf8(std::string_view bytes);
-
 // GPT-2's bytes_to_unicode: byte b as the UTF-8 of its printable stand-in code point.
 const std::string& bpe_byte_symbol(unsigned char b);
 
