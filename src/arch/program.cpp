@@ -103,6 +103,8 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 Program build_program(const model::Config& c, const Design& d, Stage stage, int pos, int tokens,
                       const PrecisionFn& precision) {
   if (!c.invalid_reason().empty()) throw std::invalid_argument("model config: " + c.invalid_reason());
+  if (c.qkv_bias || c.qk_norm || c.moe())
+    throw std::invalid_argument("the overlay's instruction list has no q/k/v bias, per-head q/k norm or experts yet");
   if (tokens < 1) throw std::invalid_argument("a program runs at least one token");
   if (stage == Stage::decode && tokens != 1) throw std::invalid_argument("a decode step runs one token");
   if (stage == Stage::prefill && tokens > d.tiling.prefill_block)

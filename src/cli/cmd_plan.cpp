@@ -102,6 +102,7 @@ void run(const PlanArgs& a) {
   out["predicted"].erase("assumptions");
   out["assumptions"] = best.prediction.assumptions;
   out["objective"] = dse::to_string(obj);
+  const dse::MoeAnalysis moe = dse::analyze_moe(req, dev, w, best.design.parallel.cards);
   if (!a.output.empty()) {
     out.erase("objective");  // design.json holds the design, its figures and assumptions only
     fpgallm::write_file_atomic(a.output, out.dump(2) + "\n");
@@ -126,6 +127,7 @@ void run(const PlanArgs& a) {
     out["evaluated"] = r.evaluated;
     out["rejected_resources"] = r.rejected_resources;
     out["rejected_memory"] = r.rejected_memory;
+    if (moe.moe) out["moe"] = moe;
     cli::print_json(out);
     return;
   }
@@ -157,6 +159,10 @@ void run(const PlanArgs& a) {
     std::printf("  %6d %14.3f %14.1f %12.3g  %s\n", b["batch"].get<int>(), b["decode_step_ms"].get<double>(),
                 b["decode_tokens_per_s"].get<double>(), b["joules_per_token"].get<double>(),
                 b["placement"].get<std::string>().c_str());
+  if (moe.moe) {
+    std::printf("\n");
+    for (const auto& n : moe.notes) std::printf("%s\n", n.c_str());
+  }
   std::printf("\nassumptions:\n");
   for (const auto& as : p.assumptions) std::printf("  %-24s %-10.4g %-10s %s\n", as.name.c_str(), as.value, as.unit.c_str(), as.source.c_str());
   std::printf("\n%d designs evaluated, %d over a resource ceiling, %d without memory for weights + KV cache\n", r.evaluated,

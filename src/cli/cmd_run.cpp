@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include "arch/design.hpp"
 #include "cli/command.hpp"
@@ -21,12 +22,26 @@ struct RunArgs {
   int steps = 256;
   float temperature = 1.0f, topp = 0.9f;
   unsigned long long seed = 0;
-  bool json = false;
+  bool json = false, chat = false;
 };
 
 void run(const RunArgs& a) {
   model::Model m = model::load(a.model);
-  model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
+  const bool bpe = m.bpe_tokenizer && a.tokenizer.empty();
+  std::optional<model::Tokenizer> tok;
+  std::vector<int> bpe_prompt;
+  if (bpe) {
+    std::string text = a.prompt;
+    if (a.chat) {
+      text = m.bpe_tokenizer->chat_prompt(a.prompt);
+      if (text.empty()) throw fpgallm::InputError(a.model, "--chat: the vocabulary has no ChatML or Llama 3 chat tokens");
+    }
+    bpe_prompt = m.bpe_tokenizer->encode(text, true, a.chat);
+    if (bpe_prompt.empty()) throw fpgallm::InputError("--prompt", "is empty (a byte-level BPE model without bos needs a prompt)");
+  } else {
+    if (a.chat) throw fpgallm::InputError("--chat", "needs a model with a byte-level BPE vocabulary (chat special tokens)");
+    tok = model::tokenizer_for(m, a.tokenizer);
+  }
   if (a.backend != "accel" && !a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
   // Every rank samples the same tokens: the seed is rank 0's.
   std::uint64_t seed = a.seed ? a.seed : static_cast<std::uint64_t>(std::time(nullptr));
@@ -52,7 +67,8 @@ void run(const RunArgs& a) {
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);
   };
-  engine::Generation g = engine::generate(t, tok, sampler, a.prompt, a.steps, on_piece);
+  engine::Generation g = bpe ? engine::generate(t, *m.bpe_tokenizer, sampler, bpe_prompt, a.steps, on_piece)
+                             : engine::generate(t, *tok, sampler, a.prompt, a.steps, on_piece);
   const double steps_after_first = static_cast<double>(g.tokens.size()) - 2;
   const double tps = g.seconds_after_first > 0 ? steps_after_first / g.seconds_after_first : 0;
   const nlohmann::json cards = accel ? accel->card_report() : nlohmann::json::object();
@@ -95,6 +111,7 @@ void setup(CLI::App& root) {
       ->check(CLI::IsMember({"ref", "accel"}));
   cmd->add_option("--design", a->design, cli::design_help());
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
+  cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template (ChatML for Qwen, Llama 3's) as one user turn");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run(*a); });
 }

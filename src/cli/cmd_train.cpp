@@ -40,6 +40,8 @@ void run_train(const TrainArgs& a) {
   model::Model m = model::load(a.model);
   if (!m.has_weights()) throw fpgallm::InputError(a.model, "has no weights (a preset cannot be trained; use fpgallm synth)");
   if (m.config.arch != model::Arch::llama) throw fpgallm::InputError(a.model, "training supports llama-architecture models only");
+  if (!m.weights.rope_freq_factors.empty() || m.config.head_size != 0)
+    throw fpgallm::InputError(a.model, "training does not support RoPE scaling or a free head width yet");
   if (a.seq > m.config.seq_len)
     throw fpgallm::InputError("--seq", fmt::format("{} is longer than the model's context {}", a.seq, m.config.seq_len));
   const model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);

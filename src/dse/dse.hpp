@@ -97,3 +97,33 @@ void to_json(nlohmann::json& j, const DeviceResult& r);
 void to_json(nlohmann::json& j, const Exploration& e);
 
 }  // namespace dse
+
+namespace dse {
+
+// What a mixture of experts changes on FPGA cards. Every expert must be stored, but a
+// decode step reads only the experts its tokens route to, so the off-chip memory that
+// holds the model is mostly idle per step: the card count is set by capacity, and the
+// step time by the (much smaller) bytes read. Figures come from graph::Workload.
+struct MoeAnalysis {
+  bool moe = false;
+  double stored_bytes = 0;          // weights held (every expert)
+  double read_bytes_per_step = 0;   // weights one decode step reads (active experts, attention, classifier)
+  double read_fraction = 0;         // read / stored
+  double experts_per_step = 0;      // distinct experts one MoE block's step reads (uniform routing)
+  int cards_for_capacity = 0;       // cards whose memory holds weights + KV cache
+  double step_read_s = 0;           // read_bytes_per_step at the cards' peak bandwidth
+  double dense_read_s = 0;          // the same stored bytes read every step, as a dense model would
+  bool capacity_bound = false;      // under half of the stored bytes are read per step
+  // Expert placement over `cards` cards: experts of each MoE block split evenly, the
+  // expected distinct cards a token's experts live on, and activation bytes sent per token.
+  int cards = 1;
+  int experts_per_card = 0;
+  double cards_per_token = 0;
+  double expert_parallel_bytes_per_token = 0;
+  double layer_split_bytes_per_token = 0;
+  std::vector<std::string> notes;
+};
+MoeAnalysis analyze_moe(const Request& request, const hw::Device& device, const perf::Workloads& workloads, int cards);
+void to_json(nlohmann::json& j, const MoeAnalysis& m);
+
+}  // namespace dse

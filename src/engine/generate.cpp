@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "model/utf8.hpp"
 #include "util/error.hpp"
 
 namespace engine {
@@ -43,6 +44,36 @@ Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sample
     token = next;
   }
   g.seconds_after_first = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return g;
+}
+
+Generation generate(Transformer& t, const model::BpeTokenizer& tok, Sampler& sampler, const std::vector<int>& prompt,
+                    int steps, const std::function<void(const std::string&)>& on_piece) {
+  const auto& c = t.config();
+  if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens");
+  Generation g;
+  g.tokens = prompt;
+  g.prompt_tokens = static_cast<int>(prompt.size());
+  if (steps <= 0 || steps > c.seq_len) steps = c.seq_len;
+  if (g.prompt_tokens > steps) throw std::invalid_argument("prompt is longer than the number of steps");
+  std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
+  auto start = std::chrono::steady_clock::now();
+  for (int pos = 0; pos < steps; ++pos) {
+    if (pos == 1) start = std::chrono::steady_clock::now();
+    const float* out = t.forward(g.tokens[static_cast<std::size_t>(pos)], pos);
+    if (pos + 1 < g.prompt_tokens) continue;
+    std::copy(out, out + c.vocab_size, logits.begin());
+    const int next = sampler.sample(logits.data());
+    g.tokens.push_back(next);
+    if (tok.is_end(next) || next >= tok.vocab_size()) break;
+    if (tok.is_special(next)) continue;
+    const std::string piece = tok.decode(next);
+    g.text += piece;
+    if (on_piece) on_piece(piece);
+    if (static_cast<int>(g.tokens.size()) >= steps) break;
+  }
+  g.seconds_after_first = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  g.text = model::valid_utf8(g.text);
   return g;
 }
 

@@ -5,6 +5,7 @@
 
 #include "engine/sampler.hpp"
 #include "engine/transformer.hpp"
+#include "model/bpe_tokenizer.hpp"
 #include "model/tokenizer.hpp"
 
 namespace engine {
@@ -21,5 +22,12 @@ struct Generation {
 Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sampler,
                     const std::string& prompt, int steps,
                     const std::function<void(const std::string&)>& on_piece = {});
+
+// The same loop for a byte-level BPE vocabulary: `prompt` is already encoded (chat template
+// and bos included); stops after `steps` positions or at an end-of-generation token. The
+// text holds the generated tokens' bytes (special tokens left out) as valid UTF-8 (U+FFFD
+// for a byte of an unfinished character); on_piece gets each token's raw bytes.
+Generation generate(Transformer& t, const model::BpeTokenizer& tok, Sampler& sampler, const std::vector<int>& prompt,
+                    int steps, const std::function<void(const std::string&)>& on_piece = {});
 
 }  // namespace engine

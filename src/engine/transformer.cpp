@@ -80,10 +80,11 @@ void softmax(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] /= sum;
 }
 
-void rope(float* q, int q_dim, float* k, int kv_dim, int head_size, int pos, float theta) {
+void rope(float* q, int q_dim, float* k, int kv_dim, int head_size, int pos, float theta, const float* freq_factors) {
   for (int i = 0; i < q_dim; i += 2) {
     const int head_dim = i % head_size;
-    const float freq = 1.0f / std::pow(theta, static_cast<float>(head_dim) / static_cast<float>(head_size));
+    float freq = 1.0f / std::pow(theta, static_cast<float>(head_dim) / static_cast<float>(head_size));
+    if (freq_factors) freq /= freq_factors[head_dim / 2];
     const float val = static_cast<float>(pos) * freq;
     const float fcr = std::cos(val), fci = std::sin(val);
     const int rotn = k != nullptr && i < kv_dim ? 2 : 1;
@@ -125,7 +126,8 @@ void swiglu(float* gate, const float* up, int n) {
 Transformer::Transformer(const model::Model& m) : model_(m) {
   const auto& c = m.config;
   if (!m.has_weights()) throw std::invalid_argument(c.name + " has no weights (a preset cannot be run)");
-  if (c.arch != model::Arch::llama) throw std::invalid_argument("the engine runs llama-architecture models only");
+  if (!c.llama_family()) throw std::invalid_argument("the engine runs llama-family models only (llama, qwen2, qwen3)");
+  if (c.moe()) throw std::invalid_argument("the engine runs dense models only (mixture of experts is for planning)");
   const auto dim = static_cast<std::size_t>(c.dim);
   const auto q_dim = static_cast<std::size_t>(c.n_heads) * c.head_dim();
   x_.resize(dim);
@@ -176,8 +178,18 @@ const float* Transformer::forward(int token, int pos) {
     linear({l, Linear::wq, xb_.data(), q_.data(), q_dim, dim, pos});
     linear({l, Linear::wk, xb_.data(), k, kv_dim, dim, pos});
     linear({l, Linear::wv, xb_.data(), v, kv_dim, dim, pos});
+    if (c.qkv_bias) {
+      for (int i = 0; i < q_dim; ++i) q_[i] += lw.bq[i];
+      for (int i = 0; i < kv_dim; ++i) k[i] += lw.bk[i];
+      for (int i = 0; i < kv_dim; ++i) v[i] += lw.bv[i];
+    }
+    if (c.qk_norm) {
+      for (int h = 0; h < c.n_heads; ++h) rmsnorm(q_.data() + h * head_size, q_.data() + h * head_size, lw.q_norm.data(), head_size, c.norm_eps);
+      for (int h = 0; h < c.n_kv_heads; ++h) rmsnorm(k + h * head_size, k + h * head_size, lw.k_norm.data(), head_size, c.norm_eps);
+    }
 
-    rope(q_.data(), q_dim, k, kv_dim, head_size, pos, c.rope_theta);
+    rope(q_.data(), q_dim, k, kv_dim, head_size, pos, c.rope_theta,
+         w.rope_freq_factors.empty() ? nullptr : w.rope_freq_factors.data());
     on_kv_stored(l, pos, k, v);
 
     const float* layer_keys = key_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;

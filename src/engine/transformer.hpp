@@ -57,8 +57,10 @@ void softmax(float* x, int n);
 // The rest of the forward pass's vector work, in the order Transformer::forward runs it
 // (the Python bindings reuse these for a torch model with the engine's numerics).
 // Rotary embedding at `pos` on interleaved (even, odd) pairs of each head of q [q_dim] and,
-// unless k is null, of k [kv_dim].
-void rope(float* q, int q_dim, float* k, int kv_dim, int head_size, int pos, float theta);
+// unless k is null, of k [kv_dim]. freq_factors [head_size/2], when given, divide each
+// pair's frequency (Llama 3 RoPE scaling).
+void rope(float* q, int q_dim, float* k, int kv_dim, int head_size, int pos, float theta,
+          const float* freq_factors = nullptr);
 // One head: scores of q against keys[t] (t < n_keys, rows `stride` floats apart) over
 // sqrt(head_size), softmax into att [n_keys], out [head_size] = sum_t att[t] values[t].
 void attention_head(const float* q, const float* keys, const float* values, std::size_t stride, int n_keys,

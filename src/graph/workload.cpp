@@ -163,6 +163,12 @@ constexpr double kAdamWFlops = 12;      // m, v moments (7), bias-corrected step
 constexpr double kAdamWBytesPerParam = 28;  // read fp32 w, g, m, v; write w, m, v
 constexpr double kParamBytes = 4;       // norm gains/biases, biases of integer layers: fp32
 
+bool has_bias(const model::Config& c, model::Linear l) {
+  using model::Linear;
+  if (l == Linear::cls) return false;
+  return c.has_bias() || (c.qkv_bias && (l == Linear::wq || l == Linear::wk || l == Linear::wv));
+}
+
 struct Lowering {
   const model::Config& c;
   const Shape& s;
@@ -196,9 +202,10 @@ struct Lowering {
     return w.ops.back();
   }
 
-  // GPT-2 and BERT layers have biases; their tied classifiers do not.
+  // GPT-2 and BERT layers have biases, Qwen2's q/k/v projections too (added in the
+  // requantization epilogue: one add per output); tied classifiers have none.
   void linear(int layer, model::Linear l, Group group, std::int64_t rows, bool writes_kv) {
-    const bool bias = c.has_bias() && l != model::Linear::cls;
+    const bool bias = has_bias(c, l);
     const auto shape = model::linear_shape(c, l);
     const std::string name = model::linear_name(layer, l);
     Op op;
@@ -315,6 +322,12 @@ struct Lowering {
     linear(layer, Linear::wq, Group::attention, tok, false);
     linear(layer, Linear::wk, Group::attention, tok, true);
     linear(layer, Linear::wv, Group::attention, tok, true);
+    if (c.qk_norm) {  // per-head RMSNorm of q and k on the vector unit, one gain vector each
+      const std::int64_t hd = c.head_dim();
+      params += 2.0 * hd;
+      elementwise(b + ".qk_norm", OpKind::norm, Group::norm, layer, tok, (c.n_heads + c.n_kv_heads) * hd, kRmsNormFlops, 1,
+                  2.0 * hd * kParamBytes);
+    }
     if (c.uses_rope())
       elementwise(b + ".rope", OpKind::rope, Group::attention, layer, tok, c.n_heads * c.head_dim() + c.kv_dim(),
                   kRopeFlops, 1);
@@ -323,6 +336,11 @@ struct Lowering {
     elementwise(b + ".attn_residual", OpKind::residual, Group::residual, layer, tok, c.dim, 1, 2);
     if (post_norm) norm(b + ".attn_norm", layer, tok);
     if (!post_norm) norm(b + ".ffn_norm", layer, tok);
+    if (c.moe_layer(layer)) {
+      experts(layer);
+      elementwise(b + ".ffn_residual", OpKind::residual, Group::residual, layer, tok, c.dim, 1, 2);
+      return;
+    }
     linear(layer, Linear::w1, Group::feed_forward, tok, false);
     if (c.gated_ffn()) {
       linear(layer, Linear::w3, Group::feed_forward, tok, false);
@@ -333,6 +351,54 @@ struct Lowering {
     linear(layer, Linear::w2, Group::feed_forward, tok, false);
     elementwise(b + ".ffn_residual", OpKind::residual, Group::residual, layer, tok, c.dim, 1, 2);
     if (post_norm) norm(b + ".ffn_norm", layer, tok);
+  }
+
+  // One expert matrix product over `rows` token-expert rows: [rows][cols] x [cols][out],
+  // reading `matrices` weight matrices of [out][cols].
+  void expert_matmul(const std::string& name, int layer, double rows, std::int64_t out, std::int64_t cols,
+                     double matrices) {
+    Op op;
+    op.name = name;
+    op.kind = OpKind::matmul;
+    op.group = Group::feed_forward;
+    op.layer = layer;
+    op.m = static_cast<std::int64_t>(std::llround(rows));
+    op.n = out;
+    op.k = cols;
+    op.weight_bits = p.bits_for(name);
+    op.act_bits = p.act_bits;
+    op.flops = 2.0 * rows * out * cols;
+    op.weight_bytes = matrices * matrix_bytes(out, cols, op.weight_bits, false);
+    op.activation_bytes = act(rows * cols) + act(rows * out);
+    add(op);
+  }
+
+  // A mixture-of-experts feed-forward: the router (a [n_experts][dim] matrix, softmax and
+  // top-k over its scores), the active experts' SwiGLU on tok x n_experts_active rows, and
+  // the shared experts on every token. Weights read: every expert some token routes to.
+  void experts(int layer) {
+    const std::string b = fmt::format("blk.{}", layer);
+    const std::int64_t eh = c.expert_hidden_dim;
+    const double rows = double(tok) * c.n_experts_active;
+    const double touched = experts_touched(c.n_experts, c.n_experts_active, double(tok));
+    params += double(c.n_experts) * c.dim + 3.0 * double(c.n_experts + c.n_shared_experts) * eh * c.dim;
+    expert_matmul(b + ".router", layer, double(tok), c.n_experts, c.dim, 1);
+    elementwise(b + ".router_topk", OpKind::softmax, Group::feed_forward, layer, tok, c.n_experts, kSoftmaxFlops, 1);
+    expert_matmul(b + ".experts.gate", layer, rows, eh, c.dim, touched);
+    expert_matmul(b + ".experts.up", layer, rows, eh, c.dim, touched);
+    elementwise(b + ".experts.act", OpKind::activation, Group::feed_forward, layer,
+                static_cast<std::int64_t>(std::llround(rows)), eh, kSiluGateFlops, 2);
+    expert_matmul(b + ".experts.down", layer, rows, c.dim, eh, touched);
+    // The weighted sum of the active experts' outputs (one multiply-add per element).
+    elementwise(b + ".experts.combine", OpKind::residual, Group::feed_forward, layer, tok, c.dim,
+                2.0 * c.n_experts_active, c.n_experts_active);
+    if (c.n_shared_experts > 0) {
+      const std::int64_t sh = eh * c.n_shared_experts;
+      expert_matmul(b + ".shared.gate", layer, double(tok), sh, c.dim, 1);
+      expert_matmul(b + ".shared.up", layer, double(tok), sh, c.dim, 1);
+      elementwise(b + ".shared.act", OpKind::activation, Group::feed_forward, layer, tok, sh, kSiluGateFlops, 2);
+      expert_matmul(b + ".shared.down", layer, double(tok), c.dim, sh, 1);
+    }
   }
 
   int embedding_bits() const {
@@ -472,6 +538,10 @@ void check_shape(const model::Config& c, const Shape& s) {
 
 }  // namespace
 
+double experts_touched(int experts, int active, double tokens) {
+  return experts * (1.0 - std::pow(1.0 - double(active) / experts, tokens));
+}
+
 Workload lower(const model::Config& config, const Shape& shape, const Precision& precision) {
   check_shape(config, shape);
   for (const auto& [name, bits] : precision.layer_weight_bits)
@@ -534,14 +604,32 @@ double Workload::model_weight_bytes() const {
   Lowering l{c, one, precision, tmp};
   double bytes = 0;
   // Every matrix once, every norm once, the embedding table (and position tables).
-  for (int layer = 0; layer < c.n_layers; ++layer)
+  // A MoE block holds every expert (and the router), whichever ones a token uses.
+  for (int layer = 0; layer < c.n_layers; ++layer) {
     for (auto lin : model::kBlockLinears) {
       if (!c.gated_ffn() && lin == model::Linear::w3) continue;
+      const bool ffn = lin == model::Linear::w1 || lin == model::Linear::w2 || lin == model::Linear::w3;
+      if (ffn && c.moe_layer(layer)) continue;
       const auto s = model::linear_shape(c, lin);
-      bytes += l.matrix_bytes(s.rows, s.cols, precision.bits_for(model::linear_name(layer, lin)), c.has_bias());
+      bytes += l.matrix_bytes(s.rows, s.cols, precision.bits_for(model::linear_name(layer, lin)), has_bias(c, lin));
     }
+    if (c.moe_layer(layer)) {
+      const std::string b = fmt::format("blk.{}", layer);
+      const std::int64_t eh = c.expert_hidden_dim;
+      bytes += l.matrix_bytes(c.n_experts, c.dim, precision.bits_for(b + ".router"), false);
+      const std::int64_t sh = eh * c.n_shared_experts;
+      for (const char* m : {".experts.gate", ".experts.up"})
+        bytes += double(c.n_experts) * l.matrix_bytes(eh, c.dim, precision.bits_for(b + m), false);
+      bytes += double(c.n_experts) * l.matrix_bytes(c.dim, eh, precision.bits_for(b + ".experts.down"), false);
+      if (sh > 0) {
+        for (const char* m : {".shared.gate", ".shared.up"}) bytes += l.matrix_bytes(sh, c.dim, precision.bits_for(b + m), false);
+        bytes += l.matrix_bytes(c.dim, sh, precision.bits_for(b + ".shared.down"), false);
+      }
+    }
+  }
   const double norm_params = (c.norm() == model::Norm::layer ? 2.0 : 1.0) * c.dim;
   bytes += (2.0 * c.n_layers + 1) * norm_params * kParamBytes;
+  if (c.qk_norm) bytes += 2.0 * c.n_layers * c.head_dim() * kParamBytes;
   const int emb_bits = l.embedding_bits();
   // A shared table is the classifier's matrix, stored with its scales as the classifier
   // operation reads it.

@@ -123,6 +123,11 @@ struct Workload {
 // AdamW step over batch x seq tokens. Throws fpgallm::InputError for a bad shape.
 Workload lower(const model::Config& config, const Shape& shape, const Precision& precision);
 
+// Expected number of distinct experts that `tokens` tokens route to when each picks
+// `active` of `experts` uniformly at random (an assumption: trained routers are skewed and
+// touch fewer): experts * (1 - (1 - active/experts)^tokens).
+double experts_touched(int experts, int active, double tokens);
+
 void to_json(nlohmann::json& j, const Op& op);
 void to_json(nlohmann::json& j, const Totals& t);
 void to_json(nlohmann::json& j, const Workload& w);

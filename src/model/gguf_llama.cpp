@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <limits>
 
+#include "model/safetensors.hpp"
 #include "util/error.hpp"
 
 namespace model {
@@ -119,19 +120,28 @@ void put_tokenizer_metadata(gguf::Writer& w, const Tokenizer& t) {
 
 Config llama_config_from_gguf(const gguf::Reader& r) {
   const std::string arch = r.find("general.architecture") ? r.get_string("general.architecture") : "";
-  if (arch != "llama")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
     r.fail(arch.empty() ? "metadata has no general.architecture"
-                        : fmt::format("architecture '{}' is not supported (llama only)", arch));
+                        : fmt::format("architecture '{}' is not supported (llama, qwen2, qwen3)", arch));
+  const std::string k = arch + ".";
   Config c;
-  c.arch = Arch::llama;
-  c.dim = checked_int(r, "llama.embedding_length");
-  c.hidden_dim = checked_int(r, "llama.feed_forward_length");
-  c.n_layers = checked_int(r, "llama.block_count");
-  c.n_heads = checked_int(r, "llama.attention.head_count");
-  c.n_kv_heads = checked_int(r, "llama.attention.head_count_kv", c.n_heads);
-  c.seq_len = checked_int(r, "llama.context_length");
-  c.rope_theta = static_cast<float>(r.float_or_none("llama.rope.freq_base").value_or(10000.0));
-  c.norm_eps = static_cast<float>(r.float_or_none("llama.attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.arch = arch_from_string(arch);
+  c.qkv_bias = c.arch == Arch::qwen2;
+  c.qk_norm = c.arch == Arch::qwen3;
+  c.dim = checked_int(r, k + "embedding_length");
+  c.hidden_dim = checked_int(r, k + "feed_forward_length");
+  c.n_layers = checked_int(r, k + "block_count");
+  c.n_heads = checked_int(r, k + "attention.head_count");
+  c.n_kv_heads = checked_int(r, k + "attention.head_count_kv", c.n_heads);
+  c.seq_len = checked_int(r, k + "context_length");
+  c.rope_theta = static_cast<float>(r.float_or_none(k + "rope.freq_base").value_or(10000.0));
+  c.norm_eps = static_cast<float>(r.float_or_none(k + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (auto key_length = r.int_or_none(k + "attention.key_length")) {
+    if (auto value_length = r.int_or_none(k + "attention.value_length"); value_length && *value_length != *key_length)
+      r.fail(fmt::format("{}attention.value_length {} differs from key_length {} (not supported)", k, *value_length, *key_length));
+    if (*key_length < 1 || *key_length > (1 << 20)) r.fail(fmt::format("{}attention.key_length {} is out of range", k, *key_length));
+    if (*key_length * c.n_heads != c.dim) c.head_size = static_cast<int>(*key_length);
+  }
   const gguf::TensorInfo& embd = r.tensor("token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[1] > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
     r.fail("token_embd.weight is not a [vocab][dim] matrix");
@@ -141,10 +151,10 @@ Config llama_config_from_gguf(const gguf::Reader& r) {
     c.name = name->s[0];
   else
     c.name = std::filesystem::path(r.source()).stem().string();
-  if (auto why = c.invalid_reason(); !why.empty()) r.fail("bad llama hyper-parameters: " + why);
-  if (auto rot = r.int_or_none("llama.rope.dimension_count"); rot && *rot != c.head_dim())
-    r.fail(fmt::format("llama.rope.dimension_count {} differs from the head size {} (partial rotary embedding is not supported)",
-                       *rot, c.head_dim()));
+  if (auto why = c.invalid_reason(); !why.empty()) r.fail(fmt::format("bad {} hyper-parameters: {}", arch, why));
+  if (auto rot = r.int_or_none(k + "rope.dimension_count"); rot && *rot != c.head_dim())
+    r.fail(fmt::format("{}rope.dimension_count {} differs from the head size {} (partial rotary embedding is not supported)",
+                       k, *rot, c.head_dim()));
   return c;
 }
 
@@ -198,14 +208,32 @@ Model load_gguf(const gguf::Reader& r) {
   };
   const auto dim = static_cast<std::uint64_t>(c.dim);
   plan("token_embd.weight", {dim, static_cast<std::uint64_t>(c.vocab_size)});
+  const auto q_rows = static_cast<std::uint64_t>(c.n_heads) * c.head_dim(), kv_rows = static_cast<std::uint64_t>(c.kv_dim());
+  const auto head = static_cast<std::uint64_t>(c.head_dim());
   for (int l = 0; l < c.n_layers; ++l) {
     plan(fmt::format("blk.{}.attn_norm.weight", l), {dim});
     plan(fmt::format("blk.{}.ffn_norm.weight", l), {dim});
     for (Linear which : kBlockLinears) plan(gguf_tensor_name(l, which), gguf_matrix_dims(linear_shape(c, which)));
+    if (c.qkv_bias) {
+      plan(fmt::format("blk.{}.attn_q.bias", l), {q_rows});
+      plan(fmt::format("blk.{}.attn_k.bias", l), {kv_rows});
+      plan(fmt::format("blk.{}.attn_v.bias", l), {kv_rows});
+    }
+    if (c.qk_norm) {
+      plan(fmt::format("blk.{}.attn_q_norm.weight", l), {head});
+      plan(fmt::format("blk.{}.attn_k_norm.weight", l), {head});
+    }
   }
   plan("output_norm.weight", {dim});
   if (!c.shared_classifier) plan("output.weight", gguf_matrix_dims(linear_shape(c, Linear::cls)));
+  const bool rope_freqs = r.find_tensor("rope_freqs.weight") != nullptr;  // Llama 3 RoPE scaling, as llama.cpp writes it
+  if (rope_freqs) plan("rope_freqs.weight", {head / 2});
   m.tokenizer = tokenizer_from_gguf(r, c.vocab_size);
+  if (auto bpe = BpeTokenizer::from_gguf(r)) {
+    if (bpe->vocab_size() > c.vocab_size)
+      r.fail(fmt::format("tokenizer has {} tokens but the model's vocabulary has {}", bpe->vocab_size(), c.vocab_size));
+    m.bpe_tokenizer = std::make_shared<BpeTokenizer>(std::move(*bpe));
+  }
 
   m.weights = allocate_weights(c);
   std::size_t k = 0;
@@ -214,10 +242,24 @@ Model load_gguf(const gguf::Reader& r) {
     loads[k++].dst = &lw.attn_norm;
     loads[k++].dst = &lw.ffn_norm;
     for (Linear which : kBlockLinears) loads[k++].dst = &lw.linear(which);
+    for (auto* v : {&lw.bq, &lw.bk, &lw.bv})
+      if (c.qkv_bias) loads[k++].dst = v;
+    for (auto* v : {&lw.q_norm, &lw.k_norm})
+      if (c.qk_norm) loads[k++].dst = v;
   }
   loads[k++].dst = &m.weights.final_norm;
   if (!c.shared_classifier) loads[k++].dst = &m.weights.classifier;
+  if (rope_freqs) {
+    m.weights.rope_freq_factors.assign(head / 2, 1.0f);
+    loads[k++].dst = &m.weights.rope_freq_factors;
+  }
   for (const auto& l : loads) gguf::dequantize(l.tensor->type, r.tensor_bytes(*l.tensor), *l.dst);
+  for (float f : m.weights.rope_freq_factors)
+    if (!(f > 0) || !std::isfinite(f)) r.fail("rope_freqs.weight holds a factor that is not a positive number");
+  // llama.cpp's converter permutes llama's q/k rows to interleaved RoPE pairs, but keeps
+  // Qwen's in Hugging Face (rotate-half, "NEOX") order.
+  if (c.arch != Arch::llama)
+    for (auto& lw : m.weights.layers) safetensors::rope_rows_to_interleaved(c, lw);
   return m;
 }
 
@@ -258,6 +300,7 @@ void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_ty
     add_vector(fmt::format("blk.{}.ffn_norm.weight", l), lw.ffn_norm);
   }
   add_vector("output_norm.weight", m.weights.final_norm);
+  if (!m.weights.rope_freq_factors.empty()) add_vector("rope_freqs.weight", m.weights.rope_freq_factors);
   if (!c.shared_classifier) add_matrix("output.weight", linear_shape(c, Linear::cls), m.weights.classifier);
   w.write(path, version);
 }

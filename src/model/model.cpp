@@ -106,6 +106,15 @@ Weights allocate_weights(const Config& c) {
       auto s = linear_shape(c, l);
       layer.linear(l).assign(sz(s.rows, s.cols), 0.0f);
     }
+    if (c.qkv_bias) {
+      layer.bq.assign(sz(c.n_heads, c.head_dim()), 0.0f);
+      layer.bk.assign(sz(c.kv_dim()), 0.0f);
+      layer.bv.assign(sz(c.kv_dim()), 0.0f);
+    }
+    if (c.qk_norm) {
+      layer.q_norm.assign(sz(c.head_dim()), 0.0f);
+      layer.k_norm.assign(sz(c.head_dim()), 0.0f);
+    }
   }
   w.final_norm.assign(sz(c.dim), 0.0f);
   if (!c.shared_classifier) w.classifier.assign(sz(c.vocab_size, c.dim), 0.0f);
@@ -192,6 +201,8 @@ Model load_llama2c(const std::string& path) {
 void save_llama2c(const Model& m, const std::string& path) {
   const Config& c = m.config;
   if (c.arch != Arch::llama) throw fpgallm::InputError(path, "llama2.c format holds only llama models");
+  if (!m.weights.rope_freq_factors.empty() || c.head_size != 0)
+    throw fpgallm::InputError(path, "llama2.c format cannot hold RoPE scaling or a free head width");
   std::string out;
   out.reserve(kLlama2cHeader + llama2c_float_count(c) * sizeof(float));
   auto put_i32 = [&](std::int32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
@@ -275,6 +286,8 @@ Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path) {
   std::error_code ec;
   auto beside = (std::filesystem::is_directory(source, ec) ? source : source.parent_path()) / "tokenizer.bin";
   if (std::filesystem::exists(beside)) return Tokenizer::load_llama2c(beside.string(), m.config.vocab_size);
+  if (m.bpe_tokenizer)
+    throw fpgallm::InputError(m.source_path, "has a byte-level BPE vocabulary, which only `run` uses so far; pass a llama2.c tokenizer with -z");
   throw fpgallm::InputError(m.source_path, "has no tokenizer inside, no " + manifest_file(source).filename().string() +
                                                " naming one and no tokenizer.bin beside it; pass one with -z");
 }

@@ -2,10 +2,12 @@
 // A model with fp32 weights in memory, laid out the way llama2.c does: row-major
 // [out][in] matrices, rotary embedding on interleaved (even, odd) pairs.
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "model/bpe_tokenizer.hpp"
 #include "model/config.hpp"
 #include "model/tokenizer.hpp"
 
@@ -29,6 +31,9 @@ struct LayerWeights {
   std::vector<float> w1;         // gate [hidden][dim]
   std::vector<float> w2;         // down [dim][hidden]
   std::vector<float> w3;         // up   [hidden][dim]
+  // Present only when the config says so (else empty):
+  std::vector<float> bq, bk, bv;     // qkv_bias: [n_heads*head_dim], [kv_dim], [kv_dim]
+  std::vector<float> q_norm, k_norm; // qk_norm: [head_dim] each, shared by the heads
 
   std::vector<float>& linear(Linear l);
   const std::vector<float>& linear(Linear l) const;
@@ -48,6 +53,9 @@ struct Weights {
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;       // [dim]
   std::vector<float> classifier;       // [vocab][dim]; empty when shared with the embedding
+  // RoPE frequency divisors per pair [head_dim/2] (Llama 3 scaling; GGUF rope_freqs.weight);
+  // empty: none.
+  std::vector<float> rope_freq_factors;
 
   const std::vector<float>& classifier_or_embedding() const {
     return classifier.empty() ? token_embedding : classifier;
@@ -64,6 +72,8 @@ struct Model {
   std::string source_path;
   // Present when the file carries its tokenizer (GGUF); empty otherwise.
   std::optional<Tokenizer> tokenizer;
+  // A byte-level BPE vocabulary (GGUF tokenizer.ggml.model "gpt2", or tokenizer.json in a folder).
+  std::shared_ptr<const BpeTokenizer> bpe_tokenizer;
 
   bool has_weights() const { return !weights.layers.empty(); }
 };

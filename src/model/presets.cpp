@@ -47,6 +47,23 @@ std::vector<Preset> read_presets() {
     c.rope_theta = p.value("rope_theta", 10000.0f);
     c.norm_eps = p.value("norm_eps", 1e-5f);
     c.shared_classifier = p.value("shared_classifier", false);
+    c.head_size = p.value("head_size", 0);
+    c.qkv_bias = p.value("qkv_bias", c.arch == Arch::qwen2);
+    c.qk_norm = p.value("qk_norm", c.arch == Arch::qwen3);
+    if (auto rs = p.find("rope_scaling"); rs != p.end()) {
+      if (rs->value("rope_type", "") != "llama3") throw fpgallm::InputError(path, "preset " + c.name + ": rope_scaling is not llama3");
+      c.rope_scaling.factor = rs->at("factor");
+      c.rope_scaling.low_freq_factor = rs->at("low_freq_factor");
+      c.rope_scaling.high_freq_factor = rs->at("high_freq_factor");
+      c.rope_scaling.original_context = rs->at("original_max_position_embeddings");
+    }
+    if (auto moe = p.find("moe"); moe != p.end()) {
+      c.n_experts = moe->at("n_experts");
+      c.n_experts_active = moe->at("n_experts_active");
+      c.expert_hidden_dim = moe->at("expert_hidden_dim");
+      c.n_shared_experts = moe->value("n_shared_experts", 0);
+      c.n_dense_layers = moe->value("n_dense_layers", 0);
+    }
     preset.source = p.at("source");
     if (auto why = c.invalid_reason(); !why.empty())
       throw fpgallm::InputError(path, "preset " + c.name + ": " + why);

@@ -193,17 +193,30 @@ Config config_from_hf_json(const std::string& text, const std::string& source) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw fpgallm::InputError(source, "is not valid JSON");
   if (!j.is_object()) throw fpgallm::InputError(source, "is not a JSON object");
-  bool llama = j.value("model_type", json()).is_string() && j["model_type"] == "llama";
-  if (auto a = j.find("architectures"); a != j.end() && a->is_array())
-    for (const auto& name : *a)
-      if (name == "LlamaForCausalLM") llama = true;
-  if (!llama) throw fpgallm::InputError(source, "is not a LlamaForCausalLM model (architectures / model_type)");
+  // model_type, or the architectures list, names the block: llama, qwen2 or qwen3.
+  std::optional<Arch> arch;
+  const std::string model_type = j.value("model_type", json()).is_string() ? j["model_type"].get<std::string>() : "";
+  if (model_type == "llama") arch = Arch::llama;
+  if (model_type == "qwen2") arch = Arch::qwen2;
+  if (model_type == "qwen3") arch = Arch::qwen3;
+  if (auto a = j.find("architectures"); !arch && a != j.end() && a->is_array())
+    for (const auto& name : *a) {
+      if (name == "LlamaForCausalLM") arch = Arch::llama;
+      if (name == "Qwen2ForCausalLM") arch = Arch::qwen2;
+      if (name == "Qwen3ForCausalLM") arch = Arch::qwen3;
+    }
+  if (!arch) throw fpgallm::InputError(source, "is not a Llama, Qwen2 or Qwen3 causal LM (architectures / model_type)");
   if (auto act = j.find("hidden_act"); act != j.end() && *act != "silu")
     throw fpgallm::InputError(source, fmt::format("hidden_act {} is not supported (silu)", act->dump()));
-  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null())
-    throw fpgallm::InputError(source, "rope_scaling is not supported");
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (auto b = j.find(key); b != j.end() && b->is_boolean() && b->get<bool>())
+      throw fpgallm::InputError(source, fmt::format("\"{}\": true (biases on every projection) is not supported", key));
+  if (auto sw = j.find("use_sliding_window"); sw != j.end() && sw->is_boolean() && sw->get<bool>())
+    throw fpgallm::InputError(source, "use_sliding_window: true (sliding-window attention) is not supported");
   Config c;
-  c.arch = Arch::llama;
+  c.arch = *arch;
+  c.qkv_bias = c.arch == Arch::qwen2;
+  c.qk_norm = c.arch == Arch::qwen3;
   c.dim = json_int(j, "hidden_size", source);
   c.hidden_dim = json_int(j, "intermediate_size", source);
   c.n_layers = json_int(j, "num_hidden_layers", source);
@@ -217,9 +230,19 @@ Config config_from_hf_json(const std::string& text, const std::string& source) {
   if (tie != j.end() && !tie->is_null() && !tie->is_boolean())
     throw fpgallm::InputError(source, "\"tie_word_embeddings\" is not a boolean");
   c.shared_classifier = tie != j.end() && tie->is_boolean() && tie->get<bool>();
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
+    const std::string type = rs->is_object() ? rs->value("rope_type", rs->value("type", "")) : "";
+    if (type != "llama3") throw fpgallm::InputError(source, fmt::format("rope_scaling {} is not supported (llama3)", rs->dump()));
+    c.rope_scaling.factor = static_cast<float>(json_number(*rs, "factor", source, 0));
+    c.rope_scaling.low_freq_factor = static_cast<float>(json_number(*rs, "low_freq_factor", source, 1));
+    c.rope_scaling.high_freq_factor = static_cast<float>(json_number(*rs, "high_freq_factor", source, 4));
+    c.rope_scaling.original_context = json_int(*rs, "original_max_position_embeddings", source);
+  }
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    const int head_dim = json_int(j, "head_dim", source);
+    if (std::int64_t(head_dim) * c.n_heads != c.dim) c.head_size = head_dim;
+  }
   if (auto why = c.invalid_reason(); !why.empty()) throw fpgallm::InputError(source, "bad model shape: " + why);
-  if (j.contains("head_dim") && !j["head_dim"].is_null() && json_int(j, "head_dim", source) != c.head_dim())
-    throw fpgallm::InputError(source, "head_dim differs from hidden_size / num_attention_heads (not supported)");
   return c;
 }
 
@@ -227,8 +250,9 @@ std::string hf_config_json(const Config& c, const std::string& dtype) {
   const char* torch_dtype = dtype == "F16" ? "float16" : dtype == "BF16" ? "bfloat16" : "float32";
   // Floats through their shortest decimal form, so 1e-5f is written as 1e-05.
   auto shortest = [](float f) { return std::stod(fmt::format("{}", f)); };
-  nlohmann::ordered_json j = {{"architectures", {"LlamaForCausalLM"}},
-                              {"model_type", "llama"},
+  const char* arch_class = c.arch == Arch::qwen2 ? "Qwen2ForCausalLM" : c.arch == Arch::qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  nlohmann::ordered_json j = {{"architectures", {arch_class}},
+                              {"model_type", to_string(c.arch)},
                               {"hidden_size", c.dim},
                               {"intermediate_size", c.hidden_dim},
                               {"num_hidden_layers", c.n_layers},
@@ -250,6 +274,13 @@ std::string hf_config_json(const Config& c, const std::string& dtype) {
                               {"bos_token_id", 1},
                               {"eos_token_id", 2},
                               {"torch_dtype", torch_dtype}};
+  if (c.head_size) j["head_dim"] = c.head_size;
+  if (c.rope_scaling.factor != 0)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", shortest(c.rope_scaling.factor)},
+                         {"low_freq_factor", shortest(c.rope_scaling.low_freq_factor)},
+                         {"high_freq_factor", shortest(c.rope_scaling.high_freq_factor)},
+                         {"original_max_position_embeddings", c.rope_scaling.original_context}};
   return j.dump(2) + "\n";
 }
 
@@ -279,6 +310,15 @@ void permute_rows(std::span<float> w, int n_heads, int head_dim, int cols, bool 
 }  // namespace
 
 void hf_to_interleaved(std::span<float> w, int n_heads, int head_dim, int cols) { permute_rows(w, n_heads, head_dim, cols, true); }
+
+void rope_rows_to_interleaved(const Config& c, LayerWeights& lw) {
+  hf_to_interleaved(lw.wq, c.n_heads, c.head_dim(), c.dim);
+  hf_to_interleaved(lw.wk, c.n_kv_heads, c.head_dim(), c.dim);
+  if (!lw.bq.empty()) hf_to_interleaved(lw.bq, c.n_heads, c.head_dim(), 1);
+  if (!lw.bk.empty()) hf_to_interleaved(lw.bk, c.n_kv_heads, c.head_dim(), 1);
+  if (!lw.q_norm.empty()) hf_to_interleaved(lw.q_norm, 1, c.head_dim(), 1);
+  if (!lw.k_norm.empty()) hf_to_interleaved(lw.k_norm, 1, c.head_dim(), 1);
+}
 void interleaved_to_hf(std::span<float> w, int n_heads, int head_dim, int cols) { permute_rows(w, n_heads, head_dim, cols, false); }
 
 namespace {
@@ -300,6 +340,16 @@ const char* hf_linear_name(Linear l) {
 std::string hf_tensor_name(int layer, Linear l) {
   if (l == Linear::cls) return "lm_head.weight";
   return fmt::format("model.layers.{}.{}.weight", layer, hf_linear_name(l));
+}
+
+// config.json's eos_token_id (an integer, or the first of a list).
+std::optional<int> eos_token_id(const std::string& config_text) {
+  json j = json::parse(config_text, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  json e = j.value("eos_token_id", json());
+  if (e.is_array() && !e.empty()) e = e[0];
+  if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > (1 << 24)) return std::nullopt;
+  return e.get<int>();
 }
 
 std::string read_text_file(const fs::path& p) {
@@ -398,13 +448,30 @@ Model load_safetensors_dir(const std::string& dir_name) {
     fill(fmt::format("model.layers.{}.input_layernorm.weight", l), {dim}, lw.attn_norm);
     fill(fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {dim}, lw.ffn_norm);
     for (Linear which : kBlockLinears) fill(st::hf_tensor_name(l, which), matrix(linear_shape(c, which)), lw.linear(which));
-    if (allocated) {
-      st::hf_to_interleaved(lw.wq, c.n_heads, c.head_dim(), c.dim);
-      st::hf_to_interleaved(lw.wk, c.n_kv_heads, c.head_dim(), c.dim);
+    const auto q_rows = static_cast<std::uint64_t>(c.n_heads) * c.head_dim(), kv_rows = static_cast<std::uint64_t>(c.kv_dim());
+    const auto head = static_cast<std::uint64_t>(c.head_dim());
+    if (c.qkv_bias) {
+      fill(fmt::format("model.layers.{}.self_attn.q_proj.bias", l), {q_rows}, lw.bq);
+      fill(fmt::format("model.layers.{}.self_attn.k_proj.bias", l), {kv_rows}, lw.bk);
+      fill(fmt::format("model.layers.{}.self_attn.v_proj.bias", l), {kv_rows}, lw.bv);
     }
+    if (c.qk_norm) {
+      fill(fmt::format("model.layers.{}.self_attn.q_norm.weight", l), {head}, lw.q_norm);
+      fill(fmt::format("model.layers.{}.self_attn.k_norm.weight", l), {head}, lw.k_norm);
+    }
+    if (allocated) st::rope_rows_to_interleaved(c, lw);
   }
   fill("model.norm.weight", {dim}, dst(w.final_norm));
   if (!c.shared_classifier) fill("lm_head.weight", matrix(linear_shape(c, Linear::cls)), dst(w.classifier));
+  }
+  if (c.rope_scaling.factor != 0) m.weights.rope_freq_factors = c.rope_freq_factors();
+  if (fs::exists(dir / "tokenizer.json")) {
+    auto t = std::make_shared<BpeTokenizer>(BpeTokenizer::from_hf_json((dir / "tokenizer.json").string()));
+    if (t->vocab_size() > c.vocab_size)
+      throw fpgallm::InputError((dir / "tokenizer.json").string(), fmt::format("has {} tokens but the model's vocabulary has {}",
+                                                                              t->vocab_size(), c.vocab_size));
+    if (auto eos = st::eos_token_id(st::read_text_file(config_path)); eos && *eos < t->vocab_size()) t->set_eos(*eos);
+    m.bpe_tokenizer = std::move(t);
   }
   return m;
 }
@@ -413,6 +480,8 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
   namespace st = safetensors;
   const Config& c = m.config;
   if (c.arch != Arch::llama) throw fpgallm::InputError(dir_name, "safetensors output supports llama models only");
+  if (!m.weights.rope_freq_factors.empty() && c.rope_scaling.factor == 0)
+    throw fpgallm::InputError(dir_name, "the model's RoPE frequency factors (GGUF rope_freqs) have no config.json rope_scaling form");
   if (!m.has_weights()) throw fpgallm::InputError(dir_name, "the model has no weights to write");
   if (tokenizer && tokenizer->vocab_size() != c.vocab_size)
     throw fpgallm::InputError(dir_name, fmt::format("tokenizer has {} tokens but the model's vocabulary has {}",

@@ -4,7 +4,7 @@
 // A safetensors file: u64 little-endian header length N, N bytes of JSON
 // {"name": {"dtype": "F32", "shape": [rows, cols], "data_offsets": [begin, end]}, ...,
 //  "__metadata__": {string: string}}, then the data; offsets are relative to the data start.
-// A folder: config.json (LlamaForCausalLM) and model.safetensors, or shards listed in
+// A folder: config.json (Llama/Qwen2/Qwen3ForCausalLM), tokenizer.json when present, and model.safetensors, or shards listed in
 // model.safetensors.index.json ("weight_map": {tensor: file}), or else every *.safetensors.
 // Hugging Face orders the rows of q_proj/k_proj for rotate-half RoPE; the loader permutes
 // them to the interleaved pairs the engine uses, and the writer permutes them back.
@@ -78,6 +78,8 @@ std::string hf_generation_config_json();
 // Row order conversions for one q_proj/k_proj matrix of n_heads heads, each [head_dim][cols].
 void hf_to_interleaved(std::span<float> w, int n_heads, int head_dim, int cols);
 void interleaved_to_hf(std::span<float> w, int n_heads, int head_dim, int cols);
+// hf_to_interleaved on everything of a block in RoPE order: wq, wk, their biases, q_norm, k_norm.
+void rope_rows_to_interleaved(const Config& c, LayerWeights& lw);
 
 }  // namespace model::safetensors
 

@@ -213,6 +213,31 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("tokens"), "Text of tokens[1:], each piece decoded after its predecessor (as `fpgallm run` prints)")
       .def("piece", &model::Tokenizer::piece);
+  py::class_<model::BpeTokenizer, std::shared_ptr<model::BpeTokenizer>>(m, "BpeTokenizer",
+                                                                         "Byte-level BPE vocabulary (Qwen, Llama 3)")
+      .def_static(
+          "from_hf_json", [](const std::string& path) { return std::make_shared<model::BpeTokenizer>(model::BpeTokenizer::from_hf_json(path)); },
+          py::arg("path"), "From a Hugging Face tokenizer.json")
+      .def_property_readonly("vocab_size", &model::BpeTokenizer::vocab_size)
+      .def(
+          "encode",
+          [](const model::BpeTokenizer& t, const py::bytes& text, bool add_bos, bool parse_special) {
+            std::string s = text;
+            py::gil_scoped_release unlocked;
+            return t.encode(s, add_bos, parse_special);
+          },
+          py::arg("text"), py::arg("add_bos") = false, py::arg("parse_special") = true, "Token ids of UTF-8 (or any) bytes")
+      .def(
+          "decode", [](const model::BpeTokenizer& t, const std::vector<int>& ids) { return py::bytes(t.decode(ids)); },
+          py::arg("ids"), "The bytes of ids")
+      .def("chat_prompt", &model::BpeTokenizer::chat_prompt, py::arg("user"), py::arg("system") = "");
+  m.def(
+      "bpe_tokenizer",
+      [](const std::shared_ptr<model::Model>& mdl) -> py::object {
+        if (!mdl->bpe_tokenizer) return py::none();
+        return py::cast(std::const_pointer_cast<model::BpeTokenizer>(mdl->bpe_tokenizer));
+      },
+      py::arg("model"), "The model's byte-level BPE vocabulary (GGUF gpt2 vocabulary or tokenizer.json), or None");
   m.attr("BOS") = model::Tokenizer::kBos;
   m.attr("EOS") = model::Tokenizer::kEos;
 
