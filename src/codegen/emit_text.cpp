@@ -915,16 +915,17 @@ Schedule decode_schedule(const model::Config& c, const arch::Design& d, const hw
   const int ch = std::max(1, d.memory.weight_channels), pe = d.matrix_unit.rows, simd = d.matrix_unit.cols;
   const int lanes = d.vector_unit.lanes, depth = d.matrix_unit.pipeline_depth;
   // Bytes per cycle of one channel (the simulator's port model, sim/simulate.cpp).
-  double channel_rate = 64.0;
-  std::string rate_note = "no device: a 512-bit word per cycle";
+  double channel_rate = d.memory.port_bits / 8.0;
+  std::string rate_note = "no device: one port word per cycle";
   if (device && !device->memory.empty() && device->memory.front().bandwidth_gbps.has()) {
     const auto& pool = device->memory.front();
     const double per_channel = *pool.bandwidth_gbps * 1e9 / std::max(1.0, pool.channels.or_else(1));
-    channel_rate = std::min(per_channel, pc.axi_port_bytes.value * f) / f * pc.memory_efficiency.value;
+    const double port_bytes = d.memory.port_bits / 8.0;
+    channel_rate = std::min(per_channel, port_bytes * f) / f * pc.memory_efficiency.value;
     rate_note = fmt::format("{:.1f} B/cycle per channel ({} {:.0f} GB/s over {:.0f} channels, capped at {:.0f} B "
                             "per cycle, x memory_efficiency {:.2f})",
                             channel_rate, pool.kind, *pool.bandwidth_gbps, pool.channels.or_else(1),
-                            pc.axi_port_bytes.value, pc.memory_efficiency.value);
+                            port_bytes, pc.memory_efficiency.value);
   }
   const int step_words = pe * simd / kernels::kWordBytes;
   const int group_words = kernels::lcm_small(step_words, ch);
