@@ -172,10 +172,10 @@ std::string roofline_svg(const perf::Prediction& p, const std::string& title) {
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", kW - kRight - 4, ax.py(peak) - 6,
                    peak_text);
   labels.take({kW - kRight - 4 - 0.6 * 12 * double(peak_text.size()), ax.py(peak) - 18, kW - kRight - 4, ax.py(peak) - 2});
-  // The bandwidth label along the sloped roof, halfway (on the log axis) from the left edge
-  // to the ridge, so that it starts inside the frame.
+  // The bandwidth label just under the sloped roof, halfway (on the log axis) from the left
+  // edge to the ridge: inside the frame and clear of the legend above the roof.
   const double label_x = std::sqrt(std::max(xs, xa) * ridge);
-  const double bx = ax.px(label_x), by = ax.py(bw * label_x) - 8;
+  const double bx = ax.px(label_x), by = ax.py(bw * label_x) + 16;
   const std::string bw_text = si(bw) + "B/s off-chip";
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" transform=\"rotate(-32 {:.1f} {:.1f})\">{}</text>\n", bx, by, bx, by,
                    bw_text);
