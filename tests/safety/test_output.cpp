@@ -83,9 +83,11 @@ TEST(Output, AFolderIsReplacedOnlyWhileItMatchesItsManifest) {
 
 TEST(Output, OneWriterHoldsAnOutputAtATime) {
   const std::string d = testing_support::scratch_dir("out-lock");
-  fpgallm::OutputFolder first(d + "/dep");
-  EXPECT_THROW(fpgallm::OutputFolder second(d + "/dep"), fpgallm::InputError);
-  first.commit();
+  {
+    fpgallm::OutputFolder first(d + "/dep");
+    EXPECT_THROW(fpgallm::OutputFolder second(d + "/dep"), fpgallm::InputError);
+    first.commit();
+  }
   // A lock whose owner has exited is taken over.
   pid_t gone = ::fork();
   if (gone == 0) ::_exit(0);
