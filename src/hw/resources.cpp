@@ -335,15 +335,13 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     const MemoryPool* pool = dev.memory.empty() ? nullptr : &dev.memory.front();
     const bool hbm = pool && is_hbm(*pool);
     const int width = d.memory.port_bits;  // the design's AXI port per channel
-    const double scale = 0.5 + 0.5 * width / 512.0;  // control half fixed, datapath half with the width [assumption]
     Resources per;
-    per.lut = kAxiMasterLut * scale;
-    per.ff = kAxiMasterFf * scale;
+    per.lut = kAxiMasterLut;
+    per.ff = kAxiMasterFf;
     per.bram36 = blocks_for_memory(width, kAxiReadDepth, false);
     add(fmt::format("memory interfaces x{}", channels), per * channels,
-        fmt::format("per channel: m_axi adapter + burst DMA (1800 LUT, 3000 FF at 512 bits, half of it scaling with the "
-                    "port width [assumption]) and a {}-bit x {} read buffer ({} BRAM36; UG1399 default burst 16 x 16 "
-                    "outstanding)",
+        fmt::format("per channel: m_axi adapter + burst DMA (1800 LUT, 3000 FF [assumption]) and a {}-bit x {} read "
+                    "buffer (memory.port_bits; {} BRAM36; UG1399 default burst 16 x 16 outstanding)",
                     width, kAxiReadDepth, per.bram36));
     const bool hard = dev.memory_controller.has() && dev.memory_controller.value->rfind("hard", 0) == 0;
     if (hard) {

@@ -308,7 +308,13 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
   }
   if (act_bytes > 0) channels += std::max(1, d.memory.activation_channels);
   const double pipeline = is_matrix(op.kind) ? mu.pipeline_depth : x.c.vector_pipeline_cycles.value;
-  o.fixed_s = passes * ((instruction_overhead_cycles(d, channels, x.c) + pipeline) / x.f + first_access);
+  // Fused work is not issued on its own: a norm folded into the next matmul's input stage
+  // (fuse_norm_matmul), softmax and the value product inside the score's instruction
+  // (fuse_attention). Only its pipeline fill remains.
+  const bool fused = (d.fuse_norm_matmul && op.kind == graph::OpKind::norm) ||
+                     (d.fuse_attention && (op.kind == graph::OpKind::softmax || op.kind == graph::OpKind::attention_value));
+  o.fixed_s = fused ? passes * pipeline / x.f
+                    : passes * ((instruction_overhead_cycles(d, channels, x.c) + pipeline) / x.f + first_access);
   if (x.transfers)  // the tensor split's collectives around this matmul
     for (const Transfer& t : *x.transfers)
       if (!t.linear.empty() && t.linear == op.name) o.link_s += t.seconds(x.cards, x.link.bytes_per_s, x.link.hop_s);

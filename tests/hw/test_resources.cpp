@@ -28,6 +28,7 @@ arch::Design small_design() {
   d.memory.weight_channels = 16;
   d.memory.kv_channels = 8;
   d.memory.activation_channels = 1;
+  d.memory.port_bits = 256;  // the U280's HBM pseudo-channel AXI width (UG1393)
   d.vector_unit.lanes = 16;
   d.vector_unit.exp_table_bits = 8;
   return d;
@@ -134,8 +135,17 @@ TEST(Resources, OversizedMatrixUnitDoesNotFit) {
 
 TEST(Resources, DevicesWithoutFabricFiguresAreRefused) {
   EXPECT_THROW(hw::estimate_resources(small_design(), hw::find_device("h100-sxm")), fpgallm::InputError);
-  EXPECT_THROW(hw::estimate_resources(small_design(), hw::find_device("v80")), fpgallm::InputError);
-  EXPECT_THROW(hw::estimate_resources(small_design(), hw::find_device("stratix10-nx")), fpgallm::InputError);
+  // Every card of data/devices.json now has its fabric figures: a copy without them.
+  hw::Device bare = hw::find_device("v80");
+  bare.fabric = {};
+  bare.platform.available = {};
+  bare.slrs.clear();
+  EXPECT_THROW(hw::estimate_resources(small_design(), bare), fpgallm::InputError);
+  hw::Device no_packing = hw::find_device("stratix10-nx");
+  no_packing.int8_macs_per_dsp = {};
+  EXPECT_THROW(hw::estimate_resources(small_design(), no_packing), fpgallm::InputError);
+  // Intel fabrics are sized with their DSP packing figure.
+  EXPECT_NO_THROW(hw::estimate_resources(small_design(), hw::find_device("stratix10-nx")));
 }
 
 TEST(Resources, DdrCardsCountTheirControllers) {
@@ -143,6 +153,7 @@ TEST(Resources, DdrCardsCountTheirControllers) {
   d.memory.weight_channels = 3;
   d.memory.kv_channels = 1;
   d.memory.activation_channels = 0;
+  d.memory.port_bits = 512;
   const hw::Utilization u = hw::estimate_resources(d, hw::find_device("u250"));
   const hw::Part& ddr = part(u, "DDR controllers");
   EXPECT_DOUBLE_EQ(ddr.use.lut, 4 * 33256);  // FINN DDR_RESOURCE_REQUIREMENTS x 4 banks
@@ -173,7 +184,9 @@ TEST(Power, BoardPowerOfAGpuSpansStaticToTdp) {
   EXPECT_DOUBLE_EQ(hw::estimate_board_power(h100, 1.0).total_w, 700);
   EXPECT_DOUBLE_EQ(hw::estimate_board_power(h100, 0.0).total_w, 70);
   EXPECT_THROW(hw::estimate_power(arch::Design{}, h100, hw::Utilization{}, hw::Activity{}), fpgallm::InputError);
-  EXPECT_THROW(hw::estimate_board_power(hw::find_device("v80"), 0.5), fpgallm::InputError);  // no TDP sourced
+  hw::Device no_tdp = hw::find_device("v80");
+  no_tdp.tdp_w = {};
+  EXPECT_THROW(hw::estimate_board_power(no_tdp, 0.5), fpgallm::InputError);  // no TDP figure
 }
 
 }  // namespace
