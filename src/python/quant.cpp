@@ -69,6 +69,7 @@ QuantModelHandle quantize(const model::Model& m, const model::Tokenizer& tok, co
   nlohmann::json report = calib::measurements_json(r, calib_path);
   auto h = make_handle(std::move(r.qm));
   h->report = std::move(report);
+  h->tokenizer = tok;
   return h;
 }
 
@@ -142,7 +143,7 @@ void bind_quant(py::module_& m) {
           "save",
           [](const QuantModelView& q, const std::string& path) {
             py::gil_scoped_release unlocked;
-            quant::save_gguf(q.qm, path);
+            quant::save_gguf(q.qm, path, q.tokenizer ? &*q.tokenizer : nullptr);
           },
           py::arg("path"), "Writes the .gguf (atomically), byte for byte what `fpgallm quantize -o` writes")
       .def(

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -16,6 +17,7 @@ struct QuantModelView {
   quant::QuantModel qm;
   model::Model base;       // qm's weights dequantized: what the simulated-quantization engine reads
   nlohmann::json report;   // quantize()'s measurements; null for a loaded file
+  std::optional<model::Tokenizer> tokenizer;  // quantize()'s vocabulary, written by save() as the CLI does
 };
 using QuantModelHandle = std::shared_ptr<QuantModelView>;
 
