@@ -61,7 +61,8 @@ CLI::Validator bound(std::function<std::string(double)> check, std::string descr
   return CLI::Validator(
       [check = std::move(check)](std::string& s) -> std::string {
         const auto v = number(s);
-        return v ? check(*v) : fmt::format("'{}' is not a number", s);
+        if (!v) return fmt::format("'{}' is not a number", s);
+        return std::isfinite(*v) ? check(*v) : fmt::format("{} is not a finite number", s);
       },
       std::move(description));
 }
@@ -88,6 +89,7 @@ double parse_budget(const std::string& s) {
   for (char ch : s)
     if (ch != '%' && ch != ' ') t += ch;
   const auto v = t.empty() ? std::nullopt : number(t);
+  if (v && !std::isfinite(*v)) throw fpgallm::InputError("--budget", "'" + s + "' is not a finite number");
   if (!v || !(*v >= -100) || *v > 1000)
     throw fpgallm::InputError("--budget", "'" + s + "' is not a percentage between -100 and 1000");
   return *v / 100.0;

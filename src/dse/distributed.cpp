@@ -108,6 +108,9 @@ json prediction_wire(const perf::Prediction& p, bool with_ops) {
           {"link", p.link_bytes_per_token},
           {"transfers", t},
           {"assumptions", a},
+          {"power",
+           {p.power.static_w, p.power.dsp_w, p.power.bram_w, p.power.logic_w, p.power.memory_w, p.power.total_w}},
+          {"power_assumptions", p.power.assumptions},
           {"notes", p.notes}};
 }
 
@@ -145,6 +148,12 @@ perf::Prediction prediction_from(const json& j) {
     p.decode_transfers.push_back(std::move(t));
   }
   for (const auto& x : j.at("assumptions")) p.assumptions.push_back({x.at(0), x.at(1), x.at(2), x.at(3)});
+  const auto& w = j.at("power");
+  double* watts[] = {&p.power.static_w, &p.power.dsp_w, &p.power.bram_w, &p.power.logic_w, &p.power.memory_w,
+                     &p.power.total_w};
+  if (w.size() != std::size(watts)) throw std::invalid_argument("prediction power");
+  for (std::size_t i = 0; i < std::size(watts); ++i) *watts[i] = w[i].get<double>();
+  p.power.assumptions = j.at("power_assumptions").get<std::vector<std::string>>();
   p.notes = j.at("notes").get<std::vector<std::string>>();
   return p;
 }

@@ -318,7 +318,8 @@ TEST_F(Newcomer, RunSaysWhenItStopsAtTheContext) {
 }
 
 TEST_F(Newcomer, LongCommandsEstimateTheTimeLeft) {
-  const auto r = run_fpgallm("eval" + kModel + " --text" + kText);
+  // Progress goes to stderr on a terminal, or with --progress (here stderr is a pipe).
+  const auto r = run_fpgallm("eval --progress" + kModel + " --text" + kText);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("left"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("perplexity"), std::string::npos) << r.out;

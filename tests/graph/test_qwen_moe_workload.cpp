@@ -105,7 +105,7 @@ TEST(QwenWorkload, MoeStoresEveryExpertAndADecodeStepReadsTheActiveOnes) {
   const auto w = decode(preset("qwen3-30b-a3b"), 4096);
   const double per_layer_stored =
       qwen3_moe_attention_bytes() + qwen3_moe_norm_bytes() + mat8(kMoeExperts, kMoeDim) + kMoeExperts * qwen3_moe_expert_bytes();
-  const double stored = kMoeLayers * per_layer_stored + 4 * kMoeDim + 2 * kMoeVocab * kMoeDim;  // final norm, embedding, classifier
+  const double stored = kMoeLayers * per_layer_stored + 4 * kMoeDim + kMoeVocab * kMoeDim + mat8(kMoeVocab, kMoeDim);  // final norm, int8 embedding, classifier with its row scales
   EXPECT_DOUBLE_EQ(w.model_weight_bytes(), stored);
   const double per_layer_read =
       qwen3_moe_attention_bytes() + qwen3_moe_norm_bytes() + mat8(kMoeExperts, kMoeDim) + kMoeActive * qwen3_moe_expert_bytes();
@@ -152,7 +152,7 @@ TEST(QwenPlan, Qwen25_7bOnU55cCapacityBandwidthAndArithmetic) {
   const double linear = 2 * kQ7Dim * kQ7Dim + 2 * kQ7KvDim * kQ7Dim + 3 * kQ7Hidden * kQ7Dim;
   const double layer_bytes = mat8(kQ7Dim, kQ7Dim) * 2 + 2 * mat8(kQ7KvDim, kQ7Dim) + 2 * mat8(kQ7Hidden, kQ7Dim) +
                              mat8(kQ7Dim, kQ7Hidden) + 4 * (kQ7Dim + 2 * kQ7KvDim) + 4 * 2 * kQ7Dim;
-  const double stored = kQ7Layers * layer_bytes + 4 * kQ7Dim + 2 * kQ7Vocab * kQ7Dim;
+  const double stored = kQ7Layers * layer_bytes + 4 * kQ7Dim + kQ7Vocab * kQ7Dim + mat8(kQ7Vocab, kQ7Dim);
   EXPECT_DOUBLE_EQ(p["weight_bytes"].get<double>(), stored);
   // About one byte per weight: int8, plus fp32 row scales, biases and norms (under 1%).
   const double weights = kQ7Layers * linear + 2 * kQ7Vocab * kQ7Dim;
@@ -174,7 +174,7 @@ TEST(QwenPlan, Qwen3_8bExploreAllDevicesAgreesOnTheModelsBytes) {
   const auto j = run_json("explore qwen3-8b --devices all");
   const double d = 4096, f = 12288, layers = 36, q = 32 * 128, kv = 8 * 128, vocab = 151936;
   const double stored = layers * (mat8(q, d) + 2 * mat8(kv, d) + mat8(d, q) + 2 * mat8(f, d) + mat8(d, f) + 4 * (2 * d + 2 * 128)) +
-                        4 * d + 2 * vocab * d;
+                        4 * d + vocab * d + mat8(vocab, d);
   int fitted = 0;
   for (const auto& dev : j["devices"]) {
     if (!dev.contains("best") || dev["best"].is_null()) continue;
@@ -201,7 +201,7 @@ TEST(QwenPlan, Qwen3_30bA3bOnV80IsCapacityBound) {
   const auto& moe = j["moe"];
   const double stored = kMoeLayers * (qwen3_moe_attention_bytes() + qwen3_moe_norm_bytes() + mat8(kMoeExperts, kMoeDim) +
                                       kMoeExperts * qwen3_moe_expert_bytes()) +
-                        4 * kMoeDim + 2 * kMoeVocab * kMoeDim;
+                        4 * kMoeDim + kMoeVocab * kMoeDim + mat8(kMoeVocab, kMoeDim);
   EXPECT_DOUBLE_EQ(moe["stored_bytes"].get<double>(), stored);
   const double kv = 2 * kMoeLayers * kMoeContext * kMoeKv * kMoeHeadDim;
   EXPECT_EQ(moe["cards_for_capacity"].get<int>(), static_cast<int>(std::ceil((stored + kv) / (device_figure("v80", "capacity_gb") * 1e9))));

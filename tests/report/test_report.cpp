@@ -108,7 +108,11 @@ TEST(Svg, RooflineLabelsDoNotOverlap) {
     const auto w = perf::lower(model::find_preset(preset).value(), graph::parse_scheme("int8"), {1, 128, 512});
     const std::string svg = report::roofline_svg(perf::predict(d, hw::find_device("u280"), w), preset);
     expect_no_overlap(svg);
-    EXPECT_NE(svg.find(">wq</text>"), std::string::npos) << preset << ": the first operation has no label";
+    // wq, wk, wv and wo sit on one point (same shape, same intensity): one of them carries the label.
+    bool projection_labelled = false;
+    for (const char* op : {">wq</text>", ">wk</text>", ">wv</text>", ">wo</text>"})
+      projection_labelled = projection_labelled || svg.find(op) != std::string::npos;
+    EXPECT_TRUE(projection_labelled) << preset << ": the attention projections have no label";
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arch/design.hpp"
 #include "model/model.hpp"
 #include "mpi_launch.hpp"
 #include "quant/quant.hpp"
@@ -55,7 +56,7 @@ std::string quantized(const std::string& model_path, const std::string& name) {
 
 std::string design(int cards, const std::string& split) {
   return fixture("design-" + std::to_string(cards) + split + ".json", [&](const std::string& out) {
-    json d = json::object();
+    json d = arch::Design{};  // a design file states every section (the default design's)
     if (cards > 1) d["parallel"] = {{"cards", cards}, {"split", split}};
     testing_support::write_bytes(out, d.dump());
   });
