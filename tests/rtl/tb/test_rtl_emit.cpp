@@ -51,8 +51,8 @@ TEST(RtlEmit, ImplRtlWritesThePackagedKernel) {
   EXPECT_NE(read(fs::path(dir) / "README.md").find("matrix_unit.impl is rtl"), std::string::npos);
   // The emitted Verilog as a whole: Verilator elaborates the kernel top with its parameters.
   const std::string lint = std::string(FPGALLM_VERILATOR) + " --lint-only -Wno-fatal --top-module fpgallm_matrix_unit_kernel " +
-                           dir + "/rtl/*.v > " + dir + "/lint.log 2>&1";
-  EXPECT_EQ(std::system(lint.c_str()), 0) << read(dir + "/lint.log");
+                           dir + "/rtl/*.v > " + dir + "-lint.log 2>&1";  // beside the project: emit owns its folder
+  EXPECT_EQ(std::system(lint.c_str()), 0) << read(dir + "-lint.log");
   // design.json round trip of the field.
   nlohmann::json j = d;
   EXPECT_EQ(j["matrix_unit"]["impl"], "rtl");
