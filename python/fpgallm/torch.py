@@ -58,16 +58,34 @@ def _as_f32_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy()
 
 
+def weight_codes_int8(b: np.ndarray):
+    """Per-row int8 codes and scales of a weight matrix under the W8A8 weight contract of
+    docs/quantization.md (quant::int8_weight_scale): the scale is the smallest fp16 value
+    >= amax / 127 (so ggml's Q8_0 holds it exactly), codes round(w * (1 / scale)) to nearest
+    even, saturated to +-127."""
+    b = np.asarray(b, dtype=np.float32)
+    s = np.minimum(np.abs(b).max(axis=1) / np.float32(127), np.float32(65504)).astype(np.float32)
+    h = s.astype(np.float16)
+    up = h.astype(np.float32) < s
+    h[up] = np.nextafter(h[up], np.float16(np.inf))
+    scale = h.astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(scale > 0, np.float32(1) / scale, np.float32(0)).astype(np.float32)
+    codes = np.clip(np.rint(b * inv[:, None]), -127, 127).astype(np.int8)
+    return np.ascontiguousarray(codes), np.ascontiguousarray(scale)
+
+
 def _product_nt(a: torch.Tensor, b: torch.Tensor, quant: str, threads: int, b_codes=None) -> torch.Tensor:
     """a @ b.T on the matrix unit: a [M, K] (activation side), b [N, K] (weight side).
     b_codes: (int8 codes [N, K], fp32 scales [N]) of b stored in a quantized model file,
     used instead of quantizing b."""
     a_np = _as_f32_numpy(a)
-    if quant == "w8a8" and b_codes is not None:
+    if quant == "w8a8":
+        # The weight side follows the weight contract (fp16-exact scales), as a file of
+        # `fpgallm quantize` stores it; the activation side is quantized per row, per call.
+        qb, sb = b_codes if b_codes is not None else weight_codes_int8(_as_f32_numpy(b))
         qa, sa = _core.quantize_rows(a_np)
-        y = _core.matmul_int8_dequant(qa, sa, b_codes[0], b_codes[1], threads)
-    elif quant == "w8a8":
-        y = _core.linear_int8(a_np, _as_f32_numpy(b), threads)
+        y = _core.matmul_int8_dequant(qa, sa, qb, sb, threads)
     else:
         y = _core.linear_fp32(a_np, _as_f32_numpy(b))
     return torch.from_numpy(y).to(device=a.device, dtype=a.dtype)
