@@ -116,8 +116,11 @@ TEST_P(SimAgreement, SimulatedAndAnalyticalAgree) {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
+  // The overlay's instruction list (arch::build_program) cannot yet express q/k/v biases,
+  // per-head q/k norms or experts (Qwen, MoE): those presets are planned analytically only.
   for (const auto& p : model::presets())
-    for (const char* dev : {"u280", "u55c"}) v.push_back({p.config.name, dev});
+    if (!p.config.qkv_bias && !p.config.qk_norm && !p.config.moe())
+      for (const char* dev : {"u280", "u55c"}) v.push_back({p.config.name, dev});
   return v;
 }
 
