@@ -1,5 +1,5 @@
 // design.json: arch::load on arbitrary bytes. Anything but an InputError naming the file
-// is a finding; a design it accepts must satisfy its own checks and survive a round trip
+// is a finding; a design it accepts must satisfy its model checks and survive a round trip
 // through to_json/from_json unchanged.
 #include <cstdio>
 
@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string path = fuzz::input_file(data, size, ".json");
   try {
     const arch::Design d = arch::load(path);
-    if (!d.problems().empty()) __builtin_trap();
+    if (!d.model_problems().empty()) __builtin_trap();  // load accepts designs the kernels cannot run
     nlohmann::json j = d;
     arch::Design back;
     arch::from_json(j, back);
