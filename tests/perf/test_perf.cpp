@@ -298,14 +298,14 @@ TEST(DesignFormat, StoredWeightsSparsityPortsUnitsByHand) {
   // 128-bit ports: 32 x 16 B x 300 MHz = 153.6 GB/s, below the HBM's 460.
   arch::Design narrow = design(64, 128, 64);
   narrow.memory.port_bits = 128;
-  const auto& q = perf::predict(narrow, u280, w).decode.ops.at(0);
+  const auto q = perf::predict(narrow, u280, w).decode.ops.at(0);
   EXPECT_NEAR(q.memory_s, 4096.0 * 4096 / (c.memory_efficiency.value * 32 * 16 * 300e6), 1e-12);
   EXPECT_NEAR(perf::port_limit(narrow, u280), 32 * 16 * 300e6, 1);
   // Three compute units split the output rows: a third of the MAC steps, one barrier per pass.
   arch::Design three = design(32, 128, 512);
   three.compute_units = 3;
   const auto big = one_matmul(512, 4096, 4096);
-  const auto& u = perf::predict(three, u280, big).prefill.ops.at(0);
+  const auto u = perf::predict(three, u280, big).prefill.ops.at(0);
   EXPECT_NEAR(u.compute_s, 512.0 * std::ceil(std::ceil(4096.0 / 3) / 32) * (4096 / 128) / 300e6, 1e-12);
   EXPECT_NEAR(u.fixed_s,
               (c.issue_cycles.value + 33 * c.dma_setup_cycles.value + c.cu_barrier_cycles.value + 10) / 300e6 +
@@ -350,7 +350,7 @@ TEST(DesignFormat, WidthsTheKernelsDoNotImplementLoadAndPredict) {
     d.weights.bits = bits;
     EXPECT_TRUE(d.model_problems().empty()) << bits;
     EXPECT_FALSE(d.problems().empty()) << bits;
-    const auto& op = perf::predict(d, hw::find_device("u280"), one_matmul(1, 4096, 4096)).decode.ops.at(0);
+    const auto op = perf::predict(d, hw::find_device("u280"), one_matmul(1, 4096, 4096)).decode.ops.at(0);
     EXPECT_NEAR(op.offchip_bytes, 4096.0 * 4096 * bits / 8 + 4096 * 4, 1) << bits;
   }
   arch::Design d = design(64, 128, 64);
