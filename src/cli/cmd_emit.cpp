@@ -47,6 +47,7 @@ void run(const EmitArgs& a) {
     base = &q->base;
   } else {
     // Without a plan: every linear layer int8 weights, int8 dynamic activations.
+    model::require_finite(m, a.model, model::kCannotQuantizeNonFinite);
     uniform = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
     qm = &uniform;
   }

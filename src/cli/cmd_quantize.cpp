@@ -66,6 +66,7 @@ void quantize(const QuantizeArgs& a) {
   for (const std::string* extra : {&a.plan_json, &a.sensitivity_json})
     if (!extra->empty()) fpgallm::check_output(*extra, fpgallm::OutputKind::file, inputs);
   model::Model m = model::load(a.model);
+  model::require_finite(m, a.model, model::kCannotQuantizeNonFinite);
   // The quantized file holds at most 8-bit weights with their scales: under 2 bytes a parameter.
   fpgallm::check_output(a.out, fpgallm::OutputKind::file, inputs, static_cast<std::uint64_t>(m.config.n_params()) * 2);
   model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);

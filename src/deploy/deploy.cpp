@@ -101,6 +101,7 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   // 1. load
   begin("load");
   const model::Model m = model::load(o.model);
+  model::require_finite(m, o.model, model::kCannotQuantizeNonFinite);
   const model::Tokenizer tok = model::tokenizer_for(m, o.tokenizer);
   const hw::Device& dev = hw::find_device(o.device);
   if (dev.kind != hw::Kind::fpga) throw fpgallm::InputError(o.device, "is a GPU; deploy targets an FPGA card");

@@ -323,33 +323,35 @@ Model load_any(const std::string& path) {
   return load_llama2c(path);
 }
 
-void require_finite_tensor(const std::vector<float>& t, const std::string& source, const std::string& name) {
+void require_finite_tensor(const std::vector<float>& t, const std::string& source, const std::string& name,
+                           std::string_view consequence) {
   for (std::size_t i = 0; i < t.size(); ++i)
     if (!std::isfinite(t[i]))
-      throw fpgallm::InputError(source, fmt::format("weight {} [{}] is {} (pass --allow-nonfinite to load it anyway)",
-                                                    name, i, std::isnan(t[i]) ? "NaN" : "infinite"));
+      throw fpgallm::InputError(source, fmt::format("weight {} [{}] is {} ({})", name, i,
+                                                    std::isnan(t[i]) ? "NaN" : "infinite", consequence));
 }
 
 }  // namespace
 
 void allow_nonfinite(bool allow) { g_allow_nonfinite = allow; }
 
-void require_finite(const Model& m, const std::string& source) {
+void require_finite(const Model& m, const std::string& source, std::string_view consequence) {
   const Weights& w = m.weights;
-  require_finite_tensor(w.token_embedding, source, "token embedding");
+  require_finite_tensor(w.token_embedding, source, "token embedding", consequence);
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
     const auto& lw = w.layers[l];
-    require_finite_tensor(lw.attn_norm, source, fmt::format("blk.{}.attn_norm", l));
-    require_finite_tensor(lw.ffn_norm, source, fmt::format("blk.{}.ffn_norm", l));
-    for (Linear which : kBlockLinears) require_finite_tensor(lw.linear(which), source, linear_name(int(l), which));
+    require_finite_tensor(lw.attn_norm, source, fmt::format("blk.{}.attn_norm", l), consequence);
+    require_finite_tensor(lw.ffn_norm, source, fmt::format("blk.{}.ffn_norm", l), consequence);
+    for (Linear which : kBlockLinears)
+      require_finite_tensor(lw.linear(which), source, linear_name(int(l), which), consequence);
   }
-  require_finite_tensor(w.final_norm, source, "final norm");
-  require_finite_tensor(w.classifier, source, "classifier");
+  require_finite_tensor(w.final_norm, source, "final norm", consequence);
+  require_finite_tensor(w.classifier, source, "classifier", consequence);
 }
 
 Model load(const std::string& path) {
   Model m = load_any(path);
-  if (!g_allow_nonfinite) require_finite(m, path);
+  if (!g_allow_nonfinite) require_finite(m, path, "pass --allow-nonfinite to load it anyway");
   return m;
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/bpe_tokenizer.hpp"
@@ -88,8 +89,12 @@ Weights allocate_weights(const Config& c);
 Model load(const std::string& path);
 void allow_nonfinite(bool allow);
 
-// Throws InputError naming `source` and the tensor when a weight is NaN or infinite.
-void require_finite(const Model& m, const std::string& source);
+// Throws InputError naming `source` and the tensor when a weight is NaN or infinite;
+// `consequence` ends the line (what the user can do, or why it cannot go on).
+void require_finite(const Model& m, const std::string& source, std::string_view consequence);
+// The consequence for commands that quantize: integer weights have no NaN.
+inline constexpr std::string_view kCannotQuantizeNonFinite =
+    "a non-finite weight has no integer code: --allow-nonfinite lets only fp32 commands load it";
 
 // A preset name (see presets.hpp) gives a config-only model; anything else is loaded.
 Model load_or_preset(const std::string& path_or_preset);

@@ -1,9 +1,11 @@
 #include "mpi/dist.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #ifdef FPGALLM_WITH_MPI
 #include <mpi.h>
@@ -14,6 +16,7 @@ namespace dist {
 namespace {
 
 std::uint64_t g_sent = 0;
+constexpr std::chrono::seconds kNonRootAbortDelay{3};
 
 std::uint64_t chunk(std::uint64_t bytes, int i, int n) {
   return bytes / std::uint64_t(n) + (std::uint64_t(i) < bytes % std::uint64_t(n) ? 1 : 0);
@@ -96,6 +99,12 @@ void reset_bytes_sent() { g_sent = 0; }
 
 void abort_job(const std::string& line, int code) {
   std::fflush(stdout);
+#ifdef FPGALLM_WITH_MPI
+  // A check that every rank makes fails on every rank: rank 0 prints its line and its
+  // MPI_Abort ends the others while they wait here, so the job prints the line once. A rank
+  // that fails alone prints after the wait.
+  if (world().mpi && world().rank != 0) std::this_thread::sleep_for(kNonRootAbortDelay);
+#endif
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
 #ifdef FPGALLM_WITH_MPI

@@ -23,8 +23,9 @@ bool distributed();  // size() > 1
 // Every rank's bytes, in rank order.
 std::vector<std::string> allgather(const std::string& mine);
 void barrier();
-// Prints `line` once on this rank's stderr, then ends every rank (MPI_Abort); exit(code)
-// when single-process.
+// Prints `line` on this rank's stderr, then ends every rank (MPI_Abort); exit(code) when
+// single-process. Ranks other than 0 wait 3 s first, so that a failure every rank sees is
+// printed once, by rank 0.
 [[noreturn]] void abort_job(const std::string& line, int code);
 
 // Element-wise sums and maxima, identical on every rank.

@@ -99,6 +99,12 @@ const Row kRows[] = {
   {"run {d}/nan.bin -z {d}/tok.bin -n 4", "{d}/nan.bin", "NaN"},
   {"quantize {d}/nan.bin -z {d}/tok.bin --calib {d}/text.txt -o {d}/q.gguf", "{d}/nan.bin", "NaN"},
   {"convert {d}/inf.bin -o {d}/c.gguf", "{d}/inf.bin", "infinite"},
+  // --allow-nonfinite loads them for fp32 commands; a command that quantizes still refuses
+  {"--allow-nonfinite quantize {d}/nan.bin -z {d}/tok.bin --calib {d}/text.txt -o {d}/q.gguf", "{d}/nan.bin",
+   "no integer code"},
+  {"--allow-nonfinite deploy {d}/inf.bin --device u280 --text {d}/text.txt -z {d}/tok.bin -o {d}/dep", "{d}/inf.bin",
+   "no integer code"},
+  {"--allow-nonfinite emit {d}/nan.bin --design {d}/design.json -o {d}/e", "{d}/nan.bin", "no integer code"},
   // tensors that share bytes
   {"info {d}/overlap.gguf", "{d}/overlap.gguf", "overlap"},
   {"convert {d}/overlap_st -o {d}/c.gguf", "{d}/overlap_st/model.safetensors", "overlap"},

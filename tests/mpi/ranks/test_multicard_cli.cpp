@@ -197,6 +197,10 @@ TEST_F(MultiCard, RankCountMustMatchTheDesign) {
   auto r = mpi_launch::run(4, mpi_launch::fpgallm() + " " + args(stories260k(), "run", design(2, "tensor")), 60);
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("parallel.cards is 2 but the job has 4 rank(s)"), std::string::npos) << r.err;
+  // Every rank fails the same check; the job prints rank 0's line once (mpirun adds its own
+  // banner about MPI_Abort unless run with -q).
+  EXPECT_EQ(mpi_launch::count(r.err, "fpgallm:"), 1) << r.err;
+  EXPECT_NE(r.err.find("(rank 0 of 4)"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
 }
 
