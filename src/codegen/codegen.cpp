@@ -235,28 +235,9 @@ std::size_t first_layer_end(const arch::Program& p, std::string& consumer_name) 
 
 }  // namespace
 
-arch::Design backend_design(const arch::Design& design, std::vector<std::string>* notes) {
-  // The accelerator backend has a fixed set of matrix-unit and tile shapes compiled in.
-  // Integer results do not depend on those shapes (engine/accel.hpp), so a shape outside
-  // the set is replaced by 32x32 units and 128x256 tiles; the emitted testbench checks the
-  // claim bit for bit for the design's own shapes.
+arch::Design backend_design(const arch::Design& design) {
   arch::Design golden = design;
   golden.style = arch::Style::overlay;
-  const std::vector<std::string> shapes = engine::accel_design_problems(golden);
-  if (std::any_of(shapes.begin(), shapes.end(), [](const std::string& s) {
-        return s.rfind("matrix_unit.", 0) == 0 || s.rfind("tiling:", 0) == 0;
-      })) {
-    golden.matrix_unit.rows = golden.matrix_unit.cols = 32;
-    golden.tiling.tile_rows = 128;
-    golden.tiling.tile_cols = 256;
-    golden.buffers.weight_bytes = std::max<std::int64_t>(golden.buffers.weight_bytes, 2 * 128 * 256);
-    if (notes)
-      notes->push_back(fmt::format(
-          "golden vectors computed by the accelerator backend with a 32x32 matrix unit and 128x256 tiles (this "
-          "design: {}x{}, {}x{} tiles, not compiled into the backend); integer results do not depend on these shapes "
-          "and the testbench checks it bit for bit",
-          design.matrix_unit.rows, design.matrix_unit.cols, design.tiling.tile_rows, design.tiling.tile_cols));
-  }
   return golden;
 }
 
@@ -304,10 +285,6 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   info.weight_channels = std::max(1, design.memory.weight_channels);
   info.unroll_budget = std::max({design.matrix_unit.rows, design.matrix_unit.cols, design.vector_unit.lanes,
                                  kernels::kWordBytes, info.weight_channels});
-  if ((design.matrix_unit.rows * design.matrix_unit.cols) % kernels::kWordBytes != 0)
-    throw fpgallm::InputError("design", fmt::format("matrix_unit.rows x cols ({} x {}) must be whole 64-byte words "
-                                                    "for the streaming matrix unit",
-                                                    design.matrix_unit.rows, design.matrix_unit.cols));
   if (design.style != arch::Style::overlay)
     info.notes.push_back(fmt::format(
         "design style \"{}\": emitted as the overlay (one set of units, weights streamed from off-chip memory); "
@@ -315,7 +292,7 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
         arch::to_string(design.style)));
   if (design.buffers.kv_bytes > 0)
     info.notes.push_back("the design keeps the KV cache on chip; the emitted kernel keeps it in off-chip memory");
-  const arch::Design golden = backend_design(design, &info.notes);
+  const arch::Design golden = backend_design(design);
   if (auto p = engine::accel_problems(qm, golden); !p.empty()) throw fpgallm::InputError("design", p.front());
   info.context = std::min(design.context, kernel_config.seq_len);
   info.golden_context = std::min(info.context, c.seq_len);

@@ -30,12 +30,10 @@ struct EmitResult {
   std::vector<std::string> notes;  // where the project departs from the design (also in README.md)
 };
 
-// The design the accelerator backend (engine::AccelTransformer) runs in place of `design`:
-// the same, except that a matrix-unit or tile shape the backend does not compile in is
-// replaced by 32x32 units and 128x256 tiles (integer results do not depend on these
-// shapes; the emitted testbench checks that bit for bit), and the style set to overlay.
-// Appends a note to `notes` when it substitutes.
-arch::Design backend_design(const arch::Design& design, std::vector<std::string>* notes = nullptr);
+// The design the accelerator backend (engine::AccelTransformer) runs for `design`'s golden
+// vectors: the same units and tiles (emit refuses shapes outside arch/instances.hpp), as
+// the overlay.
+arch::Design backend_design(const arch::Design& design);
 
 // Writes the project to out_dir (atomically: out_dir.tmp-<pid>, then renamed; an existing
 // out_dir is replaced only when it is empty or an earlier emitted project). Throws fpgallm::InputError("design", ...) when the design or the

@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "arch/instances.hpp"
 #include "hw/resources.hpp"
 #include "util/error.hpp"
 
@@ -188,15 +189,16 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   const bool resident = weight_bytes <= onchip;
   const double act_need = std::max(max_activation_bytes(w.decode), 64.0 * 1024);
   std::vector<std::pair<int, int>> shapes;
-  for (int rows : {4, 8, 16, 32, 64, 128})
-    for (int cols : {16, 32, 64, 128, 256}) {
+  for (int rows : arch::kUnitRows)
+    for (int cols : arch::kUnitCols) {
       const double macs = double(rows) * cols;
       if (macs < useful_macs / 8 || macs > std::max(useful_macs * 8, 1024.0)) continue;
       if (rows > cols) continue;  // a wide dot product per row keeps the input vector shared
+      if (!arch::unit_built(rows, cols)) continue;
       shapes.emplace_back(rows, cols);
     }
   if (shapes.empty()) shapes = {{8, 32}, {16, 64}, {32, 64}};
-  r.method.push_back(fmt::format("3. matrix units from {} to {} MACs, tiles matched to {} x 512-bit ports; clock {:.0f} MHz, "
+  r.method.push_back(fmt::format("3. matrix units from {} to {} MACs (the shapes fpgallm builds, arch/instances.hpp), tiles matched to {} x 512-bit ports; clock {:.0f} MHz, "
                                  "what the device family closes at ({}), derated 15% above 75% of any resource ceiling",
                                  shapes.front().first * shapes.front().second,
                                  shapes.back().first * shapes.back().second, channels, clock_mhz,
@@ -216,8 +218,9 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
     for (bool dataflow : {true, false}) {
       if (dataflow && !(weight_bytes / cards <= onchip)) continue;
       for (auto [rows, cols] : shapes)
-        for (int tile_mult : {2, 8})
+        for (const auto& tile : arch::kTileShapes)
           for (int kv_share : {0, 4}) {
+            if (!arch::tile_fits_unit(tile[0], tile[1], rows, cols)) continue;
             arch::Design d;
             d.name = fmt::format("{}-{}x{}", dev.id, rows, cols);
             d.device = dev.id;
@@ -227,9 +230,9 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
             d.matrix_unit.cols = cols;
             d.matrix_unit.weight_bits = weight_bits;
             d.matrix_unit.pipeline_depth = 8 + int(std::log2(cols));
-            d.vector_unit.lanes = std::clamp(cols / 2, 8, 64);
-            d.tiling.tile_rows = rows * 2;
-            d.tiling.tile_cols = std::min(cols * tile_mult, 4096);
+            d.vector_unit.lanes = std::clamp(cols / 2, arch::kVectorLanes.front(), arch::kVectorLanes.back());
+            d.tiling.tile_rows = tile[0];
+            d.tiling.tile_cols = tile[1];
             d.tiling.prefill_block = 64;
             const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * weight_bits / 8;
             d.buffers.weight_bytes = dataflow ? std::max<std::int64_t>(pow2_ceil(weight_bytes / cards), 2 * tile_bytes)
@@ -246,7 +249,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
             d.batch = req.scenario.batch;
             d.context = req.scenario.context;
             d.kv_bits = kv_bits;
-            if (!d.problems().empty()) continue;
+            if (!d.problems().empty() || !arch::instance_problems(d).empty()) continue;
             ++r.evaluated;
             hw::Utilization use;
             try {

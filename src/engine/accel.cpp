@@ -7,20 +7,13 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "arch/instances.hpp"
 #include "engine/accel_kernels.hpp"
 #include "util/error.hpp"
 
 namespace engine {
 
 namespace {
-
-bool contains(const int* begin, const int* end, int v) { return std::find(begin, end, v) != end; }
-
-std::string list(const int* begin, const int* end) {
-  std::string s;
-  for (const int* p = begin; p != end; ++p) s += (s.empty() ? "" : ", ") + std::to_string(*p);
-  return s;
-}
 
 bool ends_with(const std::string& s, const char* suffix) {
   const std::size_t n = std::strlen(suffix);
@@ -38,31 +31,7 @@ arch::Design one_card(arch::Design d) {
 std::vector<std::string> accel_design_problems(const arch::Design& d) {
   std::vector<std::string> p = d.problems();
   if (!p.empty()) return p;
-  using namespace accel;
-  const int* us = std::begin(kUnitSizes);
-  const int* ue = std::end(kUnitSizes);
-  if (!contains(us, ue, d.matrix_unit.rows))
-    p.push_back(fmt::format("matrix_unit.rows: {} is not instantiated in the C simulation (one of {})",
-                            d.matrix_unit.rows, list(us, ue)));
-  if (!contains(us, ue, d.matrix_unit.cols))
-    p.push_back(fmt::format("matrix_unit.cols: {} is not instantiated in the C simulation (one of {})",
-                            d.matrix_unit.cols, list(us, ue)));
-  bool tile_ok = false;
-  std::string tiles;
-  for (const auto& t : kTileShapes) {
-    tile_ok |= t[0] == d.tiling.tile_rows && t[1] == d.tiling.tile_cols;
-    tiles += fmt::format("{}{}x{}", tiles.empty() ? "" : ", ", t[0], t[1]);
-  }
-  if (!tile_ok)
-    p.push_back(fmt::format("tiling: tile_rows x tile_cols {}x{} is not instantiated in the C simulation (one of {})",
-                            d.tiling.tile_rows, d.tiling.tile_cols, tiles));
-  if (!contains(us, ue, d.vector_unit.lanes))
-    p.push_back(fmt::format("vector_unit.lanes: {} is not instantiated in the C simulation (one of {})",
-                            d.vector_unit.lanes, list(us, ue)));
-  if (!contains(std::begin(kExpTableBits), std::end(kExpTableBits), d.vector_unit.exp_table_bits))
-    p.push_back(fmt::format("vector_unit.exp_table_bits: {} is not instantiated in the C simulation (one of {})",
-                            d.vector_unit.exp_table_bits, list(std::begin(kExpTableBits), std::end(kExpTableBits))));
-  return p;
+  return arch::instance_problems(d);
 }
 
 int accel_kv_bits(const arch::Design& d) { return d.kv_bits; }

@@ -1,7 +1,7 @@
 #pragma once
 // The kernel instances the accelerator backend can run: the templates of src/kernels are
-// sized at compile time, design.json is read at run time, so a fixed set of shapes is
-// instantiated (accel_kernels_*.cpp) and looked up here. A design outside the set is
+// sized at compile time, design.json is read at run time, so the shapes of arch/instances.hpp
+// are instantiated (accel_kernels_*.cpp) and looked up here. A design outside the set is
 // reported by accel_design_problems() (engine/accel.hpp).
 #include <cstdint>
 #include <vector>
@@ -19,11 +19,6 @@ inline constexpr int kMaxHeadDim = 256;
 inline constexpr int kKvBlock = 64;         // KV positions per attention block
 inline constexpr int kMaxContext = 1 << 20;
 inline constexpr int kMaxHeads = 256;
-
-// Supported instance parameters (docs/accelerator.md lists them).
-inline constexpr int kUnitSizes[] = {8, 16, 32, 64};        // matrix_unit.rows, .cols; vector_unit.lanes
-inline constexpr int kTileShapes[][2] = {{64, 128}, {128, 256}, {256, 512}};  // (tile_rows, tile_cols)
-inline constexpr int kExpTableBits[] = {6, 8, 10};
 
 // The streaming matrix unit (kernels::matrix_vector_w8a8) on one token: the weights of a
 // matrix as PE x SIMD steps in read order (pack_steps), the row folds [first_fold,

@@ -1,11 +1,15 @@
-// Matrix-unit instances: every (PE, SIMD) in kUnitSizes x kUnitSizes with every tile shape
-// of kTileShapes (the tiled GEMM of prefill blocks), and the streaming matrix-vector unit
-// of every (PE, SIMD) (decode).
+// Matrix-unit instances: every (PE, SIMD) of arch::kUnitRows x arch::kUnitCols with every
+// tile shape of arch::kTileShapes that fits it (the tiled GEMM of prefill blocks), and the
+// streaming matrix-vector unit of every (PE, SIMD) (decode).
+#include "arch/instances.hpp"
+#include "engine/accel_dispatch.hpp"
 #include "engine/accel_kernels.hpp"
 #include "kernels/matrix_unit.hpp"
 
 namespace engine::accel {
 namespace {
+
+static_assert(arch::kWeightWordBytes == kernels::kWordBytes, "arch's built units follow the kernels' weight word");
 
 template <int PE, int SIMD, int TR, int TC>
 MatrixKernels instance() {
@@ -14,25 +18,6 @@ MatrixKernels instance() {
   k.w8a8 = &kernels::matmul_w8a8<Cfg>;
   k.w4a8 = &kernels::matmul_w4a8<Cfg>;
   return k;
-}
-
-template <int PE, int SIMD>
-MatrixKernels by_tile(int tile_rows, int tile_cols) {
-  if (tile_rows == 64 && tile_cols == 128) return instance<PE, SIMD, 64, 128>();
-  if (tile_rows == 128 && tile_cols == 256) return instance<PE, SIMD, 128, 256>();
-  if (tile_rows == 256 && tile_cols == 512) return instance<PE, SIMD, 256, 512>();
-  return {};
-}
-
-template <int PE>
-MatrixKernels by_simd(int simd, int tile_rows, int tile_cols) {
-  switch (simd) {
-    case 8: return by_tile<PE, 8>(tile_rows, tile_cols);
-    case 16: return by_tile<PE, 16>(tile_rows, tile_cols);
-    case 32: return by_tile<PE, 32>(tile_rows, tile_cols);
-    case 64: return by_tile<PE, 64>(tile_rows, tile_cols);
-    default: return {};
-  }
 }
 
 template <int PE, int SIMD>
@@ -65,29 +50,16 @@ void matrix_vector_w8a8(const kernels::i8* steps, int first_fold, const kernels:
   kernels::matrix_vector_w8a8<Cfg>(in, x, out, rows, cols);
 }
 
-template <int PE>
-MatrixVectorKernel mv_by_simd(int simd) {
-  MatrixVectorKernel k;
-  switch (simd) {
-    case 8: k.w8a8 = &matrix_vector_w8a8<PE, 8>; break;
-    case 16: k.w8a8 = &matrix_vector_w8a8<PE, 16>; break;
-    case 32: k.w8a8 = &matrix_vector_w8a8<PE, 32>; break;
-    case 64: k.w8a8 = &matrix_vector_w8a8<PE, 64>; break;
-    default: break;
-  }
-  return k;
-}
-
 }  // namespace
 
 MatrixVectorKernel matrix_vector_kernel(int pe, int simd) {
-  switch (pe) {
-    case 8: return mv_by_simd<8>(simd);
-    case 16: return mv_by_simd<16>(simd);
-    case 32: return mv_by_simd<32>(simd);
-    case 64: return mv_by_simd<64>(simd);
-    default: return {};
-  }
+  return dispatch<arch::kUnitRows>(pe, [&]<int PE>() {
+    return dispatch<arch::kUnitCols>(simd, [&]<int SIMD>() {
+      MatrixVectorKernel k;
+      if constexpr (arch::unit_built(PE, SIMD)) k.w8a8 = &matrix_vector_w8a8<PE, SIMD>;
+      return k;
+    });
+  });
 }
 
 std::vector<kernels::i8> pack_steps(const kernels::i8* w, int rows, int cols, int pe, int simd) {
@@ -104,13 +76,17 @@ std::vector<kernels::i8> pack_steps(const kernels::i8* w, int rows, int cols, in
 }
 
 MatrixKernels matrix_kernels(int pe, int simd, int tile_rows, int tile_cols) {
-  switch (pe) {
-    case 8: return by_simd<8>(simd, tile_rows, tile_cols);
-    case 16: return by_simd<16>(simd, tile_rows, tile_cols);
-    case 32: return by_simd<32>(simd, tile_rows, tile_cols);
-    case 64: return by_simd<64>(simd, tile_rows, tile_cols);
-    default: return {};
-  }
+  return dispatch<arch::kUnitRows>(pe, [&]<int PE>() {
+    return dispatch<arch::kUnitCols>(simd, [&]<int SIMD>() {
+      MatrixKernels k;
+      for_each_index<arch::kTileShapes.size()>([&]<std::size_t T>() {
+        constexpr int TR = arch::kTileShapes[T][0], TC = arch::kTileShapes[T][1];
+        if constexpr (arch::unit_built(PE, SIMD) && arch::tile_fits_unit(TR, TC, PE, SIMD))
+          if (tile_rows == TR && tile_cols == TC) k = instance<PE, SIMD, TR, TC>();
+      });
+      return k;
+    });
+  });
 }
 
 }  // namespace engine::accel

@@ -1,5 +1,7 @@
-// Vector-unit and attention instances: every lane count of kUnitSizes with every exp table
-// size of kExpTableBits, for the three KV cache formats.
+// Vector-unit and attention instances: every lane count of arch::kVectorLanes with every exp
+// table size of arch::kExpTableBits, for the three KV cache formats.
+#include "arch/instances.hpp"
+#include "engine/accel_dispatch.hpp"
 #include "engine/accel_kernels.hpp"
 #include "kernels/vector_unit.hpp"
 
@@ -32,26 +34,12 @@ VectorKernels instance() {
   return k;
 }
 
-template <int LANES>
-VectorKernels by_exp(int exp_bits) {
-  switch (exp_bits) {
-    case 6: return instance<LANES, 6>();
-    case 8: return instance<LANES, 8>();
-    case 10: return instance<LANES, 10>();
-    default: return {};
-  }
-}
-
 }  // namespace
 
 VectorKernels vector_kernels(int lanes, int exp_table_bits) {
-  switch (lanes) {
-    case 8: return by_exp<8>(exp_table_bits);
-    case 16: return by_exp<16>(exp_table_bits);
-    case 32: return by_exp<32>(exp_table_bits);
-    case 64: return by_exp<64>(exp_table_bits);
-    default: return {};
-  }
+  return dispatch<arch::kVectorLanes>(lanes, [&]<int LANES>() {
+    return dispatch<arch::kExpTableBits>(exp_table_bits, [&]<int EXP_BITS>() { return instance<LANES, EXP_BITS>(); });
+  });
 }
 
 }  // namespace engine::accel

@@ -212,13 +212,13 @@ TEST(Accel, RefusesWhatTheMatrixUnitCannotRun) {
   ASSERT_FALSE(p.empty());
   EXPECT_NE(p[0].find("weight_bits"), std::string::npos) << p[0];
   auto d = design(32, 32, 128, 256, 16);
-  d.matrix_unit.rows = 128;
+  d.matrix_unit.rows = 256;
   d.tiling.tile_rows = 256;
   d.tiling.tile_cols = 512;
   d.buffers.weight_bytes = 1 << 20;
   p = engine::accel_design_problems(d);
   ASSERT_FALSE(p.empty());
-  EXPECT_NE(p[0].find("matrix_unit.rows: 128"), std::string::npos) << p[0];
+  EXPECT_NE(p[0].find("matrix_unit.rows: 256"), std::string::npos) << p[0];
   d = design(32, 32, 128, 1024, 16);
   EXPECT_TRUE(d.problems().empty());  // a valid design the HLS source implements ...
   p = engine::accel_design_problems(d);  // ... that this build's C simulation does not instantiate

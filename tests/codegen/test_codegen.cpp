@@ -29,6 +29,7 @@
 #include "quant/quant.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
+#include "util/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace testing_support;
@@ -322,20 +323,30 @@ TEST(CodegenCli, Llama2_7bPlannedDesignPassesTheGate) {
   EXPECT_NE(ok.out.find("decode step 1 logits: 512 values bit-exact"), std::string::npos) << ok.out;
 }
 
-TEST(Codegen, BackendDesignSubstitutesOnlyUncompiledShapes) {
+TEST(Codegen, GoldenVectorsComeFromTheDesignsOwnShapes) {
+  const model::Model& m = stories();
+  const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
   arch::Design d = u280_design();
-  std::vector<std::string> notes;
-  const arch::Design same = codegen::backend_design(d, &notes);
-  EXPECT_EQ(same.matrix_unit.cols, 32);
-  EXPECT_TRUE(notes.empty());
   d.matrix_unit.cols = 128;
   d.vector_unit.lanes = 64;
-  const arch::Design sub = codegen::backend_design(d, &notes);
-  EXPECT_EQ(sub.matrix_unit.rows, 32);
-  EXPECT_EQ(sub.matrix_unit.cols, 32);
-  EXPECT_EQ(sub.vector_unit.lanes, 64);  // lane count changes vector sums: never substituted
-  ASSERT_EQ(notes.size(), 1u);
-  EXPECT_NE(notes[0].find("32x128"), std::string::npos) << notes[0];
+  const arch::Design same = codegen::backend_design(d);
+  EXPECT_EQ(same.matrix_unit.rows, d.matrix_unit.rows);
+  EXPECT_EQ(same.matrix_unit.cols, 128);
+  EXPECT_EQ(same.vector_unit.lanes, 64);
+  EXPECT_EQ(same.style, arch::Style::overlay);
+  // A shape fpgallm does not build (arch/instances.hpp) is refused, never replaced.
+  d.matrix_unit.rows = 256;
+  d.tiling.tile_rows = 256;
+  d.tiling.tile_cols = 512;
+  d.buffers.weight_bytes = 1 << 20;
+  ASSERT_TRUE(d.problems().empty()) << d.problems().front();
+  try {
+    codegen::emit(m, qm, d, scratch_dir("codegen_unbuilt") + "/proj", codegen::EmitOptions{1});
+    ADD_FAILURE() << "emitted a design whose golden vectors cannot be computed on its own shape";
+  } catch (const fpgallm::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("matrix_unit.rows: 256"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(scratch_dir("codegen_unbuilt") + "/proj"));
 }
 
 TEST(Codegen, StaticActivationScalesAndInt8KvBitExact) {
