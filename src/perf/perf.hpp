@@ -14,6 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "arch/design.hpp"
+#include "arch/units.hpp"
 #include "graph/workload.hpp"
 #include "hw/device.hpp"
 #include "hw/power.hpp"
@@ -245,6 +246,18 @@ double usable_bandwidth(const arch::Design& design, const hw::Device& device, co
 // What those ports carry at most (no efficiency): channels x port_bits / 8 x clock, capped
 // by the memory's share. No prediction moves more bytes per second.
 double port_limit(const arch::Design& design, const hw::Device& device);
+
+// What the design's ports deliver on `device` (arch::PortRates, the units' description
+// reads it): one channel of the weights' pool (device bandwidth over its channels, capped
+// by a port_bits-wide port at the design clock, x memory_efficiency) for each weight
+// channel, the parameter bundle and each KV bundle (of the KV pool); PCIe; first-access latencies of the pools (data/sim_model.json) and of a
+// host transfer. The simulator, the analytical model and the emitted schedule use it.
+arch::PortRates port_rates(const arch::Design& design, const hw::Device& device, const hw::MemoryPool& weights,
+                           const hw::MemoryPool& kv, const Constants& c = constants());
+// The same with the pools the memory placement picks for the weights and the KV cache (the
+// first pool with room; the kernels keep neither on chip).
+arch::PortRates port_rates(const arch::Design& design, const hw::Device& device, const model::Config& config,
+                           const Constants& c = constants());
 
 void to_json(nlohmann::json& j, const Assumption& a);
 void to_json(nlohmann::json& j, const OpTime& o);
