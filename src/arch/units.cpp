@@ -65,13 +65,15 @@ void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, B
   // Packed int4 halves the stream (the emitted kernel streams int8 codes).
   const std::int64_t beats = in.weight_bits < 8 ? ceil_div(std::int64_t(m.beats) * in.weight_bits, 8) : m.beats;
   const std::int64_t bytes = beats * kernels::kWordBytes * ch;
-  const double read = double(beats) * kernels::kWordBytes / r.weight_channel;
+  // The bundles share the pool's channels when the design has more bundles than it has.
+  const double read = double(bytes) / (r.weight_channel * std::clamp(r.weight_channels, 1, ch));
   const double gather = double(m.groups) * gather_ii, mac = double(m.steps) * d.matrix_unit.ii;
   const std::int64_t folds = ceil_div(in.rows, pe);
   const double store = bound(double(folds) * scale_words, double(folds) * scale_words * kernels::kWordBytes, r.params);
   const std::string shape = fmt::format("matmul {}x{}", in.rows, in.cols);
   b.loop(shape + ": read_weight_channel", beats, 1, 0, ch, read,
-         fmt::format("x{} channels in parallel, memory-bound at {:.1f} B/cycle each", ch, r.weight_channel));
+         fmt::format("x{} bundles in parallel over {} channels of {:.1f} B/cycle", ch, std::clamp(r.weight_channels, 1, ch),
+                     r.weight_channel));
   b.loop(shape + ": gather_weight_steps", m.groups, gather_ii, 0, 1, gather);
   b.loop(shape + ": matrix_vector_w8a8", m.steps, d.matrix_unit.ii, depth, 1, mac + depth);
   b.loop(shape + ": store_rows", folds, scale_words, 0, 1, store);
@@ -95,7 +97,7 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   const auto& mu = d.matrix_unit;
   const std::int64_t tr = d.tiling.tile_rows, tc = d.tiling.tile_cols, rows = in.rows, cols = in.cols;
   const std::int64_t rt = ceil_div(rows, tr), ct = ceil_div(cols, tc);
-  const int ch = std::max(1, d.memory.weight_channels);
+  const int ch = std::clamp(r.weight_channels, 1, std::max(1, d.memory.weight_channels));
   const double port = r.weight_channel * ch;
   const std::int64_t payload_total = rows * cols * in.weight_bits / 8;
   const std::int64_t total = std::max<std::int64_t>(in.weight_bytes, payload_total);

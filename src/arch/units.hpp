@@ -59,6 +59,8 @@ inline constexpr int kInstructionWords = 16;
 // by perf::port_rates (one function for every reader).
 struct PortRates {
   double weight_channel = 64;  // one weight channel (bundle w00, w01, ...)
+  int weight_channels = 1;     // channels the weight bundles stream from at that rate together
+                               // (design.memory.weight_channels, at most the pool's channels)
   double kv = 64;              // one KV data bundle (kv_k or kv_v)
   double params = 64;          // parameters, row scales, the program (one bundle each)
   double host = 64;            // PCIe

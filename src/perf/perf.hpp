@@ -226,10 +226,18 @@ struct Prediction {
   std::vector<std::string> notes;
 };
 
+// What runs the design: fpgallm's kernels (the instruction list costed with the units'
+// description, arch::unit_work, as the simulator executes it and the emitted project runs
+// it), or a published accelerator described by a Design (its own hardware: the
+// per-operation overlay model with the constants fitted over data/published_results.csv).
+enum class Hardware { fpgallm_kernels, published_accelerator };
+
 // An FPGA design. Throws fpgallm::InputError when the design is invalid or its device is
-// a GPU or lacks the figures the model needs.
+// a GPU or lacks the figures the model needs. On fpgallm's kernels, designs the instruction
+// list cannot express (several compute units, host operators, weights.bits / N:M sparsity,
+// batch > 1, Qwen/MoE features) fall back to the per-operation model, with a note.
 Prediction predict(const arch::Design& design, const hw::Device& device, const Workloads& w,
-                   const Constants& c = constants());
+                   const Constants& c = constants(), Hardware hardware = Hardware::fpgallm_kernels);
 // A GPU baseline running the same workload on `cards` GPUs (tensor parallel when > 1).
 Prediction predict_gpu(const hw::Device& device, const Workloads& w, int cards = 1,
                        GpuStack stack = GpuStack::graphs, const Constants& c = constants());

@@ -372,7 +372,7 @@ void program_phase(const FpgaContext& x, const model::Config& cfg, const std::ve
                    const arch::PortRates& rates, bool dynamic_scale, PhaseTime& ph, std::vector<Transfer>& transfers) {
   const auto& d = x.d;
   const int share = x.tensor ? x.cards : 1;
-  const double stream_rate = rates.weight_channel * std::max(1, d.memory.weight_channels);
+  const double stream_rate = rates.weight_channel * rates.weight_channels;
   for (const auto& prog : programs) {
     const auto step = card_transfers(cfg, d.parallel, prog.tokens, prog.tokens, dynamic_scale);
     transfers.insert(transfers.end(), step.begin(), step.end());
@@ -457,6 +457,7 @@ arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const h
   };
   arch::PortRates r;
   r.weight_channel = channel(weights);
+  r.weight_channels = std::clamp(d.memory.weight_channels, 1, pool_channels(weights));
   r.params = r.weight_channel;
   r.kv = channel(kv);
   r.host = pcie_bandwidth(dev, c) / f;
@@ -484,7 +485,8 @@ arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const m
   return port_rates(d, dev, *main_pool, pl.kv ? *pl.kv : *main_pool, c);
 }
 
-Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c) {
+Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c,
+                   Hardware hardware) {
   if (dev.kind != hw::Kind::fpga) throw fpgallm::InputError(dev.id, "predict: a design needs an FPGA device");
   if (auto problems = d.model_problems(); !problems.empty()) throw fpgallm::InputError(d.name, problems.front());
   Prediction p;
@@ -545,7 +547,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   // Designs the kernels run (one compute unit, weights in the matrix unit's format, one
   // sequence; weights and KV stream from off-chip memory whatever the style) are costed on the instruction list with the units' description,
   // as the simulator executes it; the others with the per-operation model below.
-  const bool program_path = d.compute_units == 1 && d.host_ops.empty() && d.weights.bits == 0 &&
+  const bool program_path = hardware == Hardware::fpgallm_kernels && d.compute_units == 1 && d.host_ops.empty() && d.weights.bits == 0 &&
                             d.weights.sparse_n == 0 && pl.fits && w.scenario.batch == 1;
   const arch::PortRates rates = program_path ? port_rates(d, dev, wp, kp, c) : arch::PortRates{};
   auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph, std::vector<Transfer>& transfers) -> bool {
@@ -596,6 +598,11 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   std::vector<Transfer> prefill_transfers;
   const bool costed_prefill = run_phase(w.prefill, p.prefill, prefill_transfers);
   const bool costed_decode = run_phase(w.decode, p.decode, p.decode_transfers);
+  if (program_path && !(costed_prefill && costed_decode))
+    p.notes.push_back("the instruction list (arch::Program) cannot express this model; costed with the per-operation model");
+  if (hardware == Hardware::fpgallm_kernels && !program_path)
+    p.notes.push_back("fpgallm's kernels do not implement this design (compute_units, host_ops, weights.bits or sparsity, "
+                      "batch > 1) or it does not fit; costed with the per-operation model");
   if (costed_prefill || costed_decode)
     p.notes.push_back(
         "costed on the instruction list (arch::Program) with the units' description (arch::unit_work), as the simulator "
