@@ -81,6 +81,38 @@ TEST_P(SimAgreement, PlanAndSimulateAgreeWithinTenPercent) {
   }
 }
 
+// The emitted project's schedule table (every loop of the kernel with trip count, II and
+// depth; codegen::decode_schedule) totals within 2% of `fpgallm simulate` for one decode
+// step of the same design at the same context (the design's), for the demo model and for
+// llama2-7b on the designs `plan` writes for them on the U280 (issue 14).
+void expect_schedule_matches_simulation(const std::string& model, const std::string& name) {
+  const auto dir = testing_support::scratch_dir("schedule-" + name);
+  const auto plan = testing_support::run_fpgallm("plan " + model + " --device u280 -o " + dir + "/design.json", 300);
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const auto emit = testing_support::run_fpgallm("emit " + model + " --design " + dir + "/design.json -o " + dir +
+                                                 "/proj --golden-steps 1 --json", 300);
+  ASSERT_EQ(emit.status, 0) << emit.err;
+  const double schedule = nlohmann::json::parse(emit.out).at("schedule_cycles").get<double>();
+  const auto sim = testing_support::run_fpgallm("simulate " + model + " --design " + dir + "/design.json --json", 300);
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  const double simulated = nlohmann::json::parse(sim.out).at("cycles").get<double>();
+  std::printf("%s: schedule %.0f cycles, simulate %.0f cycles, ratio %.4f\n", name.c_str(), schedule, simulated,
+              schedule / simulated);
+  EXPECT_NEAR(schedule / simulated, 1.0, 0.02) << name << ": schedule.md " << schedule << " cycles, simulate "
+                                               << simulated << " cycles";
+  // The table names the kernel's loops, each with its trip count, II and depth.
+  const std::string table = testing_support::read_bytes(dir + "/proj/schedule.md");
+  for (const char* loop : {"fetch instruction", "read_weight_channel", "gather_weight_steps", "matrix_vector_w8a8",
+                           "store_rows", "attention: load K, V of one key", "write_result (logits)"})
+    EXPECT_NE(table.find(loop), std::string::npos) << loop;
+}
+
+TEST(ScheduleAgreement, Stories260kScheduleMatchesSimulation) {
+  expect_schedule_matches_simulation(testing_support::stories260k(), "stories260K");
+}
+
+TEST(ScheduleAgreement, Llama2_7bScheduleMatchesSimulation) { expect_schedule_matches_simulation("llama2-7b", "llama2-7b"); }
+
 std::vector<Case> cases() {
   std::vector<Case> v;
   for (const auto& p : model::presets())
