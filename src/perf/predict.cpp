@@ -545,10 +545,11 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   // all-reduces their maximum (the workload does not mark static scales).
   const bool dynamic_scale = w.decode.precision.act_bits <= 8;
   // Designs the kernels run (one compute unit, weights in the matrix unit's format, one
-  // sequence; weights and KV stream from off-chip memory whatever the style) are costed on the instruction list with the units' description,
-  // as the simulator executes it; the others with the per-operation model below.
-  const bool program_path = hardware == Hardware::fpgallm_kernels && d.compute_units == 1 && d.host_ops.empty() && d.weights.bits == 0 &&
-                            d.weights.sparse_n == 0 && pl.fits && w.scenario.batch == 1;
+  // sequence; weights and KV stream from off-chip memory whatever the style) are costed on
+  // the instruction list with the units' description, as the simulator executes it; the
+  // others with the per-operation model below.
+  const bool program_path = hardware == Hardware::fpgallm_kernels && d.compute_units == 1 && d.host_ops.empty() &&
+                            d.weights.bits == 0 && d.weights.sparse_n == 0 && pl.fits && w.scenario.batch == 1;
   const arch::PortRates rates = program_path ? port_rates(d, dev, wp, kp, c) : arch::PortRates{};
   auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph, std::vector<Transfer>& transfers) -> bool {
     const int tokens = int(wl.tokens());
@@ -556,44 +557,30 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     for (const auto& op : wl.ops)
       if (op.kind == graph::OpKind::classifier) logits_tokens = int(op.m);
     transfers = card_transfers(wl.config, d.parallel, tokens, logits_tokens, dynamic_scale);
-    if (program_path) {
-      const auto programs = phase_programs(wl, d);
-      if (!programs.empty()) {
-        transfers.clear();
-        program_phase(x, wl.config, programs, rates, dynamic_scale, ph, transfers);
-        for (const Transfer& t : transfers)
-          if (t.linear.empty()) {
-            const double s = t.seconds(p.cards, x.link.bytes_per_s, x.link.hop_s);
-            ph.link_s += s;
-            ph.seconds += s;
-          }
-        if (d.host_launch_per_layer) ph.host_s += wl.config.n_layers * c.kernel_launch_s.value;
-        ph.seconds += ph.host_s;
-        if (x.tensor) {
-          ph.flops *= p.cards;
-          ph.offchip_bytes *= p.cards;
-        }
-        return true;
-      }
+    const auto programs = program_path ? phase_programs(wl, d) : std::vector<arch::Program>{};
+    if (!programs.empty()) {
+      transfers.clear();
+      program_phase(x, wl.config, programs, rates, dynamic_scale, ph, transfers);  // host transfers inside
+    } else {
+      x.transfers = &transfers;
+      x.heads = wl.config.n_heads * wl.shape.batch;
+      for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
+      x.transfers = nullptr;
+      ph.host_s = host_seconds(wl, dev, c, classifier_on_host);
     }
-    x.transfers = &transfers;
-    x.heads = wl.config.n_heads * wl.shape.batch;
-    for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
     for (const Transfer& t : transfers)
       if (t.linear.empty()) {  // pipeline hand-offs: one after the other, on the token's path
         const double s = t.seconds(p.cards, x.link.bytes_per_s, x.link.hop_s);
         ph.link_s += s;
         ph.seconds += s;
       }
-    x.transfers = nullptr;
-    ph.host_s = host_seconds(wl, dev, c, classifier_on_host);
     if (d.host_launch_per_layer) ph.host_s += wl.config.n_layers * c.kernel_launch_s.value;
     ph.seconds += ph.host_s;
     if (x.tensor) {
       ph.flops *= p.cards;
       ph.offchip_bytes *= p.cards;
     }
-    return false;
+    return !programs.empty();
   };
   std::vector<Transfer> prefill_transfers;
   const bool costed_prefill = run_phase(w.prefill, p.prefill, prefill_transfers);

@@ -38,19 +38,20 @@ Placement place(const arch::Design& d, const hw::Device& dev, double weight_byte
   const double w_card = weight_bytes / cards, kv_card = kv_bytes / cards;
   std::vector<double> free;
   for (const auto& m : dev.memory) free.push_back(m.capacity_gb.has() ? *m.capacity_gb * kGB : 0);
-  for (std::size_t i = 0; i < dev.memory.size() && !p.weights; ++i)
-    if (dev.memory[i].bandwidth_gbps.has() && free[i] >= w_card) {
-      p.weights = &dev.memory[i];
-      free[i] -= w_card;
-    }
+  // The first pool with a bandwidth figure and `bytes` free, charged with them.
+  auto first_fit = [&](double bytes) -> const hw::MemoryPool* {
+    for (std::size_t i = 0; i < dev.memory.size(); ++i)
+      if (dev.memory[i].bandwidth_gbps.has() && free[i] >= bytes) {
+        free[i] -= bytes;
+        return &dev.memory[i];
+      }
+    return nullptr;
+  };
+  p.weights = first_fit(w_card);
   if (!p.weights)
     throw fpgallm::InputError(d.name, fmt::format("weights ({:.2f} GB per card) fit no off-chip memory of {}",
                                                   w_card / kGB, dev.id));
-  for (std::size_t i = 0; i < dev.memory.size() && !p.kv; ++i)
-    if (dev.memory[i].bandwidth_gbps.has() && free[i] >= kv_card) {
-      p.kv = &dev.memory[i];
-      free[i] -= kv_card;
-    }
+  p.kv = first_fit(kv_card);
   if (!p.kv)
     throw fpgallm::InputError(d.name, fmt::format("KV cache ({:.2f} GB per card) does not fit beside the weights on {}",
                                                   kv_card / kGB, dev.id));
