@@ -544,12 +544,13 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   // Int8 activations are quantized with per-token dynamic scales: the tensor split
   // all-reduces their maximum (the workload does not mark static scales).
   const bool dynamic_scale = w.decode.precision.act_bits <= 8;
-  // Designs the kernels run (one compute unit, weights in the matrix unit's format, one
-  // sequence; weights and KV stream from off-chip memory whatever the style) are costed on
+  // Designs the kernels run (no kernel_gaps(): one compute unit, no host operators, dense
+  // 8/4-bit weights, 512-bit ports; weights in the matrix unit's format, one sequence;
+  // weights and KV stream from off-chip memory whatever the style) are costed on
   // the instruction list with the units' description, as the simulator executes it; the
   // others with the per-operation model below.
-  const bool program_path = hardware == Hardware::fpgallm_kernels && d.compute_units == 1 && d.host_ops.empty() &&
-                            d.weights.bits == 0 && d.weights.sparse_n == 0 && pl.fits && w.scenario.batch == 1;
+  const bool program_path = hardware == Hardware::fpgallm_kernels && d.kernel_gaps().empty() && d.weights.bits == 0 &&
+                            pl.fits && w.scenario.batch == 1;
   const arch::PortRates rates = program_path ? port_rates(d, dev, wp, kp, c) : arch::PortRates{};
   auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph, std::vector<Transfer>& transfers) -> bool {
     const int tokens = int(wl.tokens());
@@ -588,8 +589,8 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   if (program_path && !(costed_prefill && costed_decode))
     p.notes.push_back("the instruction list (arch::Program) cannot express this model; costed with the per-operation model");
   if (hardware == Hardware::fpgallm_kernels && !program_path)
-    p.notes.push_back("fpgallm's kernels do not implement this design (compute_units, host_ops, weights.bits or sparsity, "
-                      "batch > 1) or it does not fit; costed with the per-operation model");
+    p.notes.push_back("fpgallm's kernels do not run this design (a kernel gap, weights.bits, batch > 1) or it does not "
+                      "fit; costed with the per-operation model");
   if (costed_prefill || costed_decode)
     p.notes.push_back(
         "costed on the instruction list (arch::Program) with the units' description (arch::unit_work), as the simulator "
