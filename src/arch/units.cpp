@@ -135,8 +135,10 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   w.stream_bytes = total;
   w.stream_compute = compute + store;
   w.stream_fill = 0;  // inside each tile's compute
-  w.pieces = tiles;
-  w.piece_buffer_bytes = ceil_div(payload_total, tiles);
+  // Consecutive tiles grouped into at most 256 pieces (a piece of k tiles loads and
+  // computes as k tiles do; with double buffering the next piece loads meanwhile).
+  w.pieces = std::min<std::int64_t>(tiles, 256);
+  w.piece_buffer_bytes = ceil_div(payload_total, w.pieces);
   w.double_buffered = dbuf;
   w.weight_bytes = total;
   w.macs = std::int64_t(in.tokens) * rows * cols;

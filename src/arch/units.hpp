@@ -98,7 +98,7 @@ struct Work {
   double stream_fill = 0;     // multiplier fill (decode: once; prefill: inside stream_compute)
   double after_stream = 0;    // cycles after the stream's last piece (the logits to the result bundle)
   std::int64_t pieces = 0;
-  std::int64_t piece_buffer_bytes = 0;  // on-chip space one piece holds while in flight
+  std::int64_t piece_buffer_bytes = 0;  // bytes of one piece (its share of the buffer while in flight)
   bool double_buffered = true;
   bool streaming = false;     // decode: the pieces are one DATAFLOW stream (fill once)
   // Off-chip bytes by port.

@@ -298,11 +298,12 @@ class Lowering {
   }
 
   static bool ins_decode(const arch::Work& w) { return w.streaming; }
-  // Space a piece holds: its bytes; a decode piece larger than half the FIFOs holds half
-  // (the stream keeps two pieces in flight), a tile larger than the buffer all of it.
+  // Space a piece holds while in flight: double-buffered (the decode stream's FIFOs, or a
+  // tile buffer with room for two tiles), its bytes up to half the buffer, so that the next
+  // piece loads while this one is used; single-buffered, the whole buffer.
   std::int64_t piece_claim(const arch::Work& w, int buffer) const {
     const std::int64_t cap = e_.buffers()[std::size_t(buffer)].capacity;
-    return std::min(w.piece_buffer_bytes, w.streaming ? std::max<std::int64_t>(1, cap / 2) : cap);
+    return w.double_buffered ? std::min(w.piece_buffer_bytes, std::max<std::int64_t>(1, cap / 2)) : cap;
   }
 
   const model::Config& cfg_;

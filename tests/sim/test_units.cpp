@@ -121,7 +121,7 @@ TEST(Units, PrefillMatmulWalksDoubleBufferedTiles) {
   const arch::Work w = arch::unit_work(d, in, rates());
   const double load = 128.0 * 256 / (40 * 24);
   EXPECT_NEAR(w.body_cycles, 30 + load + 4 * 136 + 2 * 16 * 128, 1e-9);
-  EXPECT_EQ(w.pieces, 4);
+  EXPECT_EQ(w.pieces, 4);  // one per tile (at most 256)
   EXPECT_TRUE(w.double_buffered);
   // One tile of buffer: load, compute and store in sequence.
   d.buffers.weight_bytes = 128 * 256;
