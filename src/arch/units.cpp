@@ -55,9 +55,12 @@ double load_floats(Builder& b, const std::string& name, std::int64_t floats, std
 }
 
 void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
-  const int ch = std::max(1, d.memory.weight_channels), pe = d.matrix_unit.rows, simd = d.matrix_unit.cols;
+  // kernels::MatrixVectorConfig needs PE x SIMD to fill whole 512-bit words; a smaller
+  // array (powers of two below 64 MACs) is counted as the narrowest one that does.
+  const int ch = std::max(1, d.memory.weight_channels), pe = d.matrix_unit.rows;
+  const int simd = std::max(d.matrix_unit.cols, int(ceil_div(kernels::kWordBytes, pe)));
   const int depth = d.matrix_unit.pipeline_depth;
-  const int step_words = std::max(1, pe * simd / kernels::kWordBytes);
+  const int step_words = pe * simd / kernels::kWordBytes;
   const int group_words = kernels::lcm_small(step_words, ch);
   const int gather_ii = std::max(group_words / ch, group_words / step_words);
   const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));
