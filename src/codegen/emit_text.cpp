@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "arch/program.hpp"
+#include "arch/units.hpp"
 #include "codegen/emit_text.hpp"
 #include "model/model.hpp"
 #include "hw/resources.hpp"
@@ -82,6 +83,7 @@ Vars vars_of(const ProjectInfo& p) {
   v["HEADS"] = std::to_string(c.n_heads);
   v["KVHEADS"] = std::to_string(c.n_kv_heads);
   v["HEADDIM"] = std::to_string(c.head_dim());
+  v["KVBLOCK"] = std::to_string(arch::kKvBlock);
   v["CONTEXT"] = std::to_string(p.context);
   v["EPS"] = float_literal(g.norm_eps);
   v["KVBITS"] = std::to_string(d.kv_bits);
@@ -163,8 +165,8 @@ struct FpgallmConfig {
   typedef kernels::MatrixVectorConfig<@PE@, @SIMD@, @CHANNELS@, @MAXROWS@, @MAXCOLS@> matrix_vector;
   // vector unit: @LANES@ lanes, 2^@EXPBITS@-entry exp table
   typedef kernels::VectorUnitConfig<@LANES@, @EXPBITS@, max_width> vector_unit;
-  // attention: KV blocks of 64 positions (as the accelerator backend, engine/accel_kernels.hpp)
-  typedef kernels::AttentionConfig<vector_unit, @HEADDIM@, 64, 1, @CONTEXT@, @HEADS@> attention_unit;
+  // attention: KV blocks of @KVBLOCK@ positions (arch::kKvBlock)
+  typedef kernels::AttentionConfig<vector_unit, @HEADDIM@, @KVBLOCK@, 1, @CONTEXT@, @HEADS@> attention_unit;
   static_assert(head_dim * n_heads == q_dim, "head geometry");
 };
 
@@ -895,143 +897,41 @@ happened); attention runs on the vector unit, one key per dot product.
               v);
 }
 
-namespace {
-
-struct LoopRow {
-  std::string loop;
-  std::int64_t trip = 0;  // iterations per call
-  int ii = 1;
-  std::string depth;      // pipeline depth, cycles ("-" where the source fixes none)
-  std::int64_t calls = 0; // calls in one decode step
-  double cycles = 0;      // in one decode step
-  std::string note;
-};
-
-}  // namespace
-
 Schedule decode_schedule(const model::Config& c, const arch::Design& d, const hw::Device* device, int context) {
-  const auto& pc = perf::constants();
   const double f = d.clock_mhz * 1e6;
-  const int ch = std::max(1, d.memory.weight_channels), pe = d.matrix_unit.rows, simd = d.matrix_unit.cols;
-  const int lanes = d.vector_unit.lanes, depth = d.matrix_unit.pipeline_depth;
-  // Bytes per cycle of one channel (the simulator's port model, sim/simulate.cpp).
-  double channel_rate = d.memory.port_bits / 8.0;
-  std::string rate_note = "no device: one port word per cycle";
-  if (device && !device->memory.empty() && device->memory.front().bandwidth_gbps.has()) {
-    const auto& pool = device->memory.front();
-    const double per_channel = *pool.bandwidth_gbps * 1e9 / std::max(1.0, pool.channels.or_else(1));
-    const double port_bytes = d.memory.port_bits / 8.0;
-    channel_rate = std::min(per_channel, port_bytes * f) / f * pc.memory_efficiency.value;
-    rate_note = fmt::format("{:.1f} B/cycle per channel ({} {:.0f} GB/s over {:.0f} channels, capped at {:.0f} B "
-                            "per cycle, x memory_efficiency {:.2f})",
-                            channel_rate, pool.kind, *pool.bandwidth_gbps, pool.channels.or_else(1),
-                            port_bytes, pc.memory_efficiency.value);
-  }
-  const int step_words = pe * simd / kernels::kWordBytes;
-  const int group_words = kernels::lcm_small(step_words, ch);
-  const int gather_ii = std::max(group_words / ch, group_words / step_words);
-  const int scale_words = (pe + kernels::kFloatsPerWord - 1) / kernels::kFloatsPerWord;
+  arch::PortRates rates;  // no device: one port word per cycle, no latency
+  rates.note = "no device: one 512-bit word per cycle, no request latency";
+  if (device && !device->memory.empty() && device->memory.front().bandwidth_gbps.has())
+    rates = perf::port_rates(d, *device, c);
   const arch::Program prog = arch::build_program(c, d, arch::Stage::decode, context - 1, 1);
-  std::vector<LoopRow> rows;
-  auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
-  auto add = [&](const std::string& loop, std::int64_t trip, int ii, const std::string& dep, std::int64_t calls,
-                 double cycles, const std::string& note = "") {
-    for (auto& r : rows)
-      if (r.loop == loop && r.trip == trip) {
-        r.calls += calls;
-        r.cycles += cycles;
-        return;
-      }
-    rows.push_back({loop, trip, ii, dep, calls, cycles, note});
-  };
-  const int hd = c.head_dim();
+  std::vector<arch::Loop> rows;
   double total = 0;
   for (const auto& in : prog.instructions) {
-    add("fetch instruction (16 words)", 16, 1, "-", 1, 16);
-    total += 16;
-    switch (in.op) {
-      case arch::Op::embed:
-        add("embed: load_floats", ceil_div(c.dim, 16), 1, "-", 1, double(ceil_div(c.dim, 16)));
-        total += double(ceil_div(c.dim, 16));
-        break;
-      case arch::Op::norm: {
-        const double load = double(ceil_div(in.cols, 16)), pass = double(ceil_div(in.cols, lanes));
-        add("norm: load_floats (gain)", ceil_div(in.cols, 16), 1, "-", 1, load);
-        add("norm: lane_reduce (sum of squares)", ceil_div(in.cols, lanes), 1, "-", 1, pass);
-        add("norm: scale", ceil_div(in.cols, lanes), 1, "-", 1, pass);
-        total += load + 2 * pass;
-        break;
+    const arch::Work w = arch::unit_work(d, in, rates);
+    total += w.cycles;
+    for (const auto& l : w.loops) {
+      auto same = std::find_if(rows.begin(), rows.end(),
+                               [&](const arch::Loop& r) { return r.name == l.name && r.trip == l.trip; });
+      if (same == rows.end()) {
+        rows.push_back(l);
+      } else {
+        same->calls += l.calls;
+        same->cycles += l.cycles;
       }
-      case arch::Op::quantize: {
-        const double pass = double(ceil_div(in.cols, lanes));
-        add("quantize: max_abs", ceil_div(in.cols, lanes), 1, "-", 1, pass);
-        add("quantize: codes", ceil_div(in.cols, lanes), 1, "-", 1, pass);
-        total += 2 * pass;
-        break;
-      }
-      case arch::Op::matmul: {
-        const kernels::MatrixWords m = kernels::stream_words(pe, simd, ch, in.rows, in.cols);
-        const double read = double(m.beats) * kernels::kWordBytes / channel_rate;
-        const double gather = double(m.groups) * gather_ii, mac = double(m.steps);
-        const double store = double(ceil_div(in.rows, pe)) * scale_words;
-        const std::string shape = fmt::format(" {}x{}", in.rows, in.cols);
-        add("matmul" + shape + ": read_weight_channel (x" + std::to_string(ch) + ", memory-bound)", m.beats, 1, "-", 1,
-            read, rate_note);
-        add("matmul" + shape + ": gather_weight_steps", m.groups, gather_ii, "-", 1, gather);
-        add("matmul" + shape + ": matrix_vector_w8a8", m.steps, 1, std::to_string(depth), 1, mac + depth);
-        add("matmul" + shape + ": store_rows", ceil_div(in.rows, pe), scale_words, "-", 1, store);
-        // DATAFLOW: the slowest process, plus the multiplier's fill.
-        total += std::max({read, gather, mac, store}) + depth;
-        break;
-      }
-      case arch::Op::rope: {
-        const std::int64_t per_head = ceil_div(hd, std::max(2, lanes));
-        add("rope: load_floats (cos/sin row)", ceil_div(hd, 16), 1, "-", 1, double(ceil_div(hd, 16)));
-        add("rope: rotate one head", per_head, 1, "-", in.heads + in.kv_heads, double(per_head) * (in.heads + in.kv_heads));
-        total += double(ceil_div(hd, 16)) + double(per_head) * (in.heads + in.kv_heads);
-        break;
-      }
-      case arch::Op::kv_store: {
-        const double per = d.kv_bits == 8 ? 2.0 * double(ceil_div(hd, lanes)) : double(hd);
-        add("kv_store: one head vector (k or v)", d.kv_bits == 8 ? 2 * ceil_div(hd, lanes) : hd, 1, "-",
-            2 * in.kv_heads, per * 2 * in.kv_heads, d.kv_bits == 8 ? "max_abs + codes" : "one element per cycle");
-        total += per * 2 * in.kv_heads;
-        break;
-      }
-      case arch::Op::attention: {
-        const std::int64_t keys = in.context, blocks = ceil_div(keys, 64);
-        const double dot = double(keys) * double(ceil_div(hd, lanes)), load = dot;
-        add("attention: load K, V of one key (lanes elements per beat)", ceil_div(hd, lanes), 1, "-", keys * in.heads,
-            load * in.heads, "KV bundles widened to 512 bits by Vitis (max_widen_bitwidth)");
-        add("attention: dot (scores)", ceil_div(hd, lanes), 1, "-", keys * in.heads, dot * in.heads);
-        add("attention: rescale acc", ceil_div(hd, lanes), 1, "-", blocks * in.heads,
-            double(blocks * ceil_div(hd, lanes)) * in.heads);
-        add("attention: acc += p v", ceil_div(hd, lanes), 1, "-", keys * in.heads, dot * in.heads);
-        add("attention: store", hd, 1, "-", in.heads, double(hd) * in.heads);
-        total += (load + 2 * dot + double(blocks * ceil_div(hd, lanes)) + hd) * in.heads;
-        break;
-      }
-      case arch::Op::residual_add:
-      case arch::Op::swiglu: {
-        const double pass = double(ceil_div(in.cols, lanes));
-        add(std::string(arch::to_string(in.op)) + ": lanes", ceil_div(in.cols, lanes), 1, "-", 1, pass);
-        total += pass;
-        break;
-      }
-      default: break;
     }
   }
-  add("write_result (logits)", c.vocab_size, 1, "-", 1, double(c.vocab_size));
-  total += double(c.vocab_size);
   Schedule s;
   s.cycles = total;
   s.table = "| loop | trip count | II | depth | calls per step | cycles per step |\n|---|---:|---:|---:|---:|---:|\n";
   for (const auto& r : rows)
-    s.table += fmt::format("| {} | {} | {} | {} | {} | {:.0f} |\n", r.loop, r.trip, r.ii, r.depth, r.calls, r.cycles);
-  s.table += fmt::format("| **one decode step** (DATAFLOW regions at their slowest process) | | | | | **{:.0f}** |\n", total);
-  s.table += fmt::format("\nContext {} positions; {} MHz: {:.3f} ms per token. Memory: {}. Not included: the "
-                         "m_axi request latency of each burst stream and the depths csynth chooses.\n",
-                         context, d.clock_mhz, total / f * 1e3, rate_note);
+    s.table += fmt::format("| {} | {} | {} | {} | {} | {:.0f} |\n", r.name, r.trip, r.ii,
+                           r.depth > 0 ? std::to_string(r.depth) : std::string("-"), r.calls, r.cycles);
+  s.table += fmt::format("| **one decode step** (instructions in sequence; DATAFLOW regions at their slowest process) | | | | | **{:.0f}** |\n",
+                         total);
+  s.table += fmt::format("\nContext {} positions; {} MHz: {:.3f} ms per token. Memory: {}. Each row's cycles include the "
+                         "request latency of the streams it starts; not included: the depths csynth chooses for the "
+                         "vector loops.\n",
+                         context, d.clock_mhz, total / f * 1e3, rates.note);
   return s;
 }
 

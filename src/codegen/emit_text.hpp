@@ -48,9 +48,9 @@ std::string hls_tcl(const ProjectInfo& p);
 std::string readme(const ProjectInfo& p);
 
 // The schedule of one decode step of `c` at `context` on `d` (the emitted kernel's loops):
-// a Markdown table and the total cycles. Memory-bound loops take the cycles of their bytes
-// at the channel rate the simulator uses (device bandwidth per channel, capped by a
-// 512-bit port, times perf constant memory_efficiency).
+// a Markdown table and the total cycles, the sum over the decode program of
+// arch::unit_work (the units' description the simulator and the analytical model read)
+// at perf::port_rates of the design's device.
 struct Schedule {
   std::string table;
   double cycles = 0;

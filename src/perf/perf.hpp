@@ -14,6 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "arch/design.hpp"
+#include "arch/units.hpp"
 #include "graph/workload.hpp"
 #include "hw/device.hpp"
 #include "hw/power.hpp"
@@ -225,10 +226,18 @@ struct Prediction {
   std::vector<std::string> notes;
 };
 
+// What runs the design: fpgallm's kernels (the instruction list costed with the units'
+// description, arch::unit_work, as the simulator executes it and the emitted project runs
+// it), or a published accelerator described by a Design (its own hardware: the
+// per-operation overlay model with the constants fitted over data/published_results.csv).
+enum class Hardware { fpgallm_kernels, published_accelerator };
+
 // An FPGA design. Throws fpgallm::InputError when the design is invalid or its device is
-// a GPU or lacks the figures the model needs.
+// a GPU or lacks the figures the model needs. On fpgallm's kernels, designs the instruction
+// list cannot express (several compute units, host operators, weights.bits / N:M sparsity,
+// batch > 1, Qwen/MoE features) fall back to the per-operation model, with a note.
 Prediction predict(const arch::Design& design, const hw::Device& device, const Workloads& w,
-                   const Constants& c = constants());
+                   const Constants& c = constants(), Hardware hardware = Hardware::fpgallm_kernels);
 // A GPU baseline running the same workload on `cards` GPUs (tensor parallel when > 1).
 Prediction predict_gpu(const hw::Device& device, const Workloads& w, int cards = 1,
                        GpuStack stack = GpuStack::graphs, const Constants& c = constants());
@@ -245,6 +254,18 @@ double usable_bandwidth(const arch::Design& design, const hw::Device& device, co
 // What those ports carry at most (no efficiency): channels x port_bits / 8 x clock, capped
 // by the memory's share. No prediction moves more bytes per second.
 double port_limit(const arch::Design& design, const hw::Device& device);
+
+// What the design's ports deliver on `device` (arch::PortRates, the units' description
+// reads it): one channel of the weights' pool (device bandwidth over its channels, capped
+// by a port_bits-wide port at the design clock, x memory_efficiency) for each weight
+// channel, the parameter bundle and each KV bundle (of the KV pool); PCIe; first-access latencies of the pools (data/sim_model.json) and of a
+// host transfer. The simulator, the analytical model and the emitted schedule use it.
+arch::PortRates port_rates(const arch::Design& design, const hw::Device& device, const hw::MemoryPool& weights,
+                           const hw::MemoryPool& kv, const Constants& c = constants());
+// The same with the pools the memory placement picks for the weights and the KV cache (the
+// first pool with room; the kernels keep neither on chip).
+arch::PortRates port_rates(const arch::Design& design, const hw::Device& device, const model::Config& config,
+                           const Constants& c = constants());
 
 void to_json(nlohmann::json& j, const Assumption& a);
 void to_json(nlohmann::json& j, const OpTime& o);

@@ -324,6 +324,83 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
   return o;
 }
 
+graph::OpKind op_kind(const arch::Instruction& in) {
+  switch (in.op) {
+    case arch::Op::embed: return graph::OpKind::embedding;
+    case arch::Op::norm: return graph::OpKind::norm;
+    case arch::Op::matmul: return in.linear == model::Linear::cls ? graph::OpKind::classifier : graph::OpKind::matmul;
+    case arch::Op::rope: return graph::OpKind::rope;
+    case arch::Op::kv_store: return graph::OpKind::attention_value;
+    case arch::Op::attention: return graph::OpKind::attention_score;
+    case arch::Op::residual_add: return graph::OpKind::residual;
+    case arch::Op::quantize:
+    case arch::Op::swiglu:
+    case arch::Op::gelu: return graph::OpKind::activation;
+  }
+  return graph::OpKind::activation;
+}
+
+// The programs (arch::Program) of one phase, as the simulator runs them: prefill in blocks
+// of tiling.prefill_block tokens, decode one token at position context - 1. Empty when the
+// instruction list cannot express the model.
+std::vector<arch::Program> phase_programs(const graph::Workload& wl, const arch::Design& d) {
+  std::vector<arch::Program> programs;
+  const graph::Precision& pr = wl.precision;
+  const arch::PrecisionFn precision = [&pr](int layer, model::Linear which) {
+    return arch::LinearPrecision{pr.bits_for(model::linear_name(layer, which)), pr.group_size};
+  };
+  try {
+    if (wl.shape.phase == graph::Phase::decode) {
+      programs.push_back(arch::build_program(wl.config, d, arch::Stage::decode, wl.shape.context - 1, 1, precision));
+    } else {
+      for (int pos = 0; pos < wl.shape.prompt; pos += d.tiling.prefill_block)
+        programs.push_back(arch::build_program(wl.config, d, arch::Stage::prefill, pos,
+                                               std::min(d.tiling.prefill_block, wl.shape.prompt - pos), precision));
+    }
+  } catch (const std::invalid_argument&) {
+    programs.clear();
+  }
+  return programs;
+}
+
+// A phase costed instruction by instruction with the units' description (arch::unit_work):
+// the instruction list the simulator executes and the kernels run, one instruction after
+// another; over a tensor split every card runs its share (arch::shard) and the collectives
+// around wo, w2 and the classifier follow their matmul; over a pipeline split the stages
+// run in turn with the hand-offs between them.
+void program_phase(const FpgaContext& x, const model::Config& cfg, const std::vector<arch::Program>& programs,
+                   const arch::PortRates& rates, bool dynamic_scale, PhaseTime& ph, std::vector<Transfer>& transfers) {
+  const auto& d = x.d;
+  const int share = x.tensor ? x.cards : 1;
+  const double stream_rate = rates.weight_channel * rates.weight_channels;
+  for (const auto& prog : programs) {
+    const auto step = card_transfers(cfg, d.parallel, prog.tokens, prog.tokens, dynamic_scale);
+    transfers.insert(transfers.end(), step.begin(), step.end());
+    for (const auto& in : prog.instructions) {
+      const arch::Instruction part = arch::shard(in, share);
+      const arch::Work w = arch::unit_work(d, part, rates);
+      OpTime o;
+      o.name = in.name;
+      o.kind = op_kind(in);
+      o.layer = in.layer;
+      o.flops = 2.0 * double(w.macs);
+      o.offchip_bytes = double(w.weight_bytes + w.param_bytes + w.kv_read_bytes + w.kv_write_bytes);
+      const double compute = w.unit == arch::UnitKind::matrix ? w.stream_compute + w.stream_fill : w.body_cycles;
+      double memory = 0;
+      if (w.stream_bytes > 0) memory = double(w.stream_bytes) / stream_rate;
+      if (w.kv_read_bytes > 0 && rates.kv > 0) memory = std::max(memory, double(w.kv_read_bytes) / 2 / rates.kv);
+      o.compute_s = std::min(compute, w.body_cycles) / x.f;
+      o.memory_s = std::min(memory, w.body_cycles) / x.f;
+      o.fixed_s = (w.fetch_cycles + w.host_cycles) / x.f;
+      for (const Transfer& t : step)
+        if (!t.linear.empty() && t.linear == in.name) o.link_s += t.seconds(x.cards, x.link.bytes_per_s, x.link.hop_s);
+      o.time_s = w.cycles / x.f + o.link_s;
+      o.bound = classify(o.compute_s, o.memory_s, o.fixed_s, o.link_s);
+      add_phase_op(ph, o);
+    }
+  }
+}
+
 // Throws std::logic_error when a figure breaks a physical bound: the model's promise.
 void check_bounds(const Prediction& p, const std::vector<const PhaseTime*>& phases, double peak_ops_card,
                   double raw_bw_card) {
@@ -372,7 +449,44 @@ double port_limit(const arch::Design& d, const hw::Device& dev) {
   return port_bandwidth(pool, design_channels(d, pool), d.clock_mhz * 1e6, d.memory.port_bits);
 }
 
-Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c) {
+arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const hw::MemoryPool& weights,
+                           const hw::MemoryPool& kv, const Constants& c) {
+  const double f = d.clock_mhz * 1e6, eta = c.memory_efficiency.value;
+  auto channel = [&](const hw::MemoryPool& pool) {
+    return pool.bandwidth_gbps.has() ? eta * port_bandwidth(pool, 1, f, d.memory.port_bits) / f : 0.0;
+  };
+  arch::PortRates r;
+  r.weight_channel = channel(weights);
+  r.weight_channels = std::clamp(d.memory.weight_channels, 1, pool_channels(weights));
+  r.params = r.weight_channel;
+  r.kv = channel(kv);
+  r.host = pcie_bandwidth(dev, c) / f;
+  r.memory_latency = first_access_s(weights, c) * f;
+  r.kv_latency = first_access_s(kv, c) * f;
+  r.host_latency = c.host_transfer_s.value * f;
+  r.note = fmt::format("{:.1f} B/cycle per channel ({} of {}: {:.0f} GB/s over {} channels, capped by a {}-bit port at "
+                       "{} MHz, x memory_efficiency {:.2f}); request latency {:.0f} cycles",
+                       r.weight_channel, weights.kind, dev.id, weights.bandwidth_gbps.or_else(0), pool_channels(weights),
+                       d.memory.port_bits, d.clock_mhz, eta, r.memory_latency);
+  return r;
+}
+
+arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const model::Config& config, const Constants& c) {
+  graph::Precision precision;
+  precision.kv_bits = d.kv_bits;
+  graph::Shape shape;
+  shape.phase = graph::Phase::decode;
+  shape.context = d.context;
+  const graph::Workload wl = graph::lower(config, shape, precision);
+  const Placement pl = place(d, dev, wl.model_weight_bytes(), wl.kv_cache_bytes(d.context), d.parallel.cards, c);
+  const hw::MemoryPool* main_pool = pl.weights ? pl.weights : (pl.kv ? pl.kv : (dev.memory.empty() ? nullptr : &dev.memory.front()));
+  if (!main_pool || !main_pool->bandwidth_gbps.has())
+    throw fpgallm::InputError(dev.id, "the device has no off-chip memory bandwidth figure");
+  return port_rates(d, dev, *main_pool, pl.kv ? *pl.kv : *main_pool, c);
+}
+
+Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c,
+                   Hardware hardware) {
   if (dev.kind != hw::Kind::fpga) throw fpgallm::InputError(dev.id, "predict: a design needs an FPGA device");
   if (auto problems = d.model_problems(); !problems.empty()) throw fpgallm::InputError(d.name, problems.front());
   Prediction p;
@@ -430,33 +544,57 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   // Int8 activations are quantized with per-token dynamic scales: the tensor split
   // all-reduces their maximum (the workload does not mark static scales).
   const bool dynamic_scale = w.decode.precision.act_bits <= 8;
-  auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph, std::vector<Transfer>& transfers) {
+  // Designs the kernels run (no kernel_gaps(): one compute unit, no host operators, dense
+  // 8/4-bit weights, 512-bit ports; weights in the matrix unit's format, one sequence;
+  // weights and KV stream from off-chip memory whatever the style) are costed on
+  // the instruction list with the units' description, as the simulator executes it; the
+  // others with the per-operation model below.
+  const bool program_path = hardware == Hardware::fpgallm_kernels && d.kernel_gaps().empty() && d.weights.bits == 0 &&
+                            pl.fits && w.scenario.batch == 1;
+  const arch::PortRates rates = program_path ? port_rates(d, dev, wp, kp, c) : arch::PortRates{};
+  auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph, std::vector<Transfer>& transfers) -> bool {
     const int tokens = int(wl.tokens());
     int logits_tokens = int(wl.shape.batch);
     for (const auto& op : wl.ops)
       if (op.kind == graph::OpKind::classifier) logits_tokens = int(op.m);
     transfers = card_transfers(wl.config, d.parallel, tokens, logits_tokens, dynamic_scale);
-    x.transfers = &transfers;
-    x.heads = wl.config.n_heads * wl.shape.batch;
-    for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
+    const auto programs = program_path ? phase_programs(wl, d) : std::vector<arch::Program>{};
+    if (!programs.empty()) {
+      transfers.clear();
+      program_phase(x, wl.config, programs, rates, dynamic_scale, ph, transfers);  // host transfers inside
+    } else {
+      x.transfers = &transfers;
+      x.heads = wl.config.n_heads * wl.shape.batch;
+      for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
+      x.transfers = nullptr;
+      ph.host_s = host_seconds(wl, dev, c, classifier_on_host);
+    }
     for (const Transfer& t : transfers)
       if (t.linear.empty()) {  // pipeline hand-offs: one after the other, on the token's path
         const double s = t.seconds(p.cards, x.link.bytes_per_s, x.link.hop_s);
         ph.link_s += s;
         ph.seconds += s;
       }
-    x.transfers = nullptr;
-    ph.host_s = host_seconds(wl, dev, c, classifier_on_host);
     if (d.host_launch_per_layer) ph.host_s += wl.config.n_layers * c.kernel_launch_s.value;
     ph.seconds += ph.host_s;
     if (x.tensor) {
       ph.flops *= p.cards;
       ph.offchip_bytes *= p.cards;
     }
+    return !programs.empty();
   };
   std::vector<Transfer> prefill_transfers;
-  run_phase(w.prefill, p.prefill, prefill_transfers);
-  run_phase(w.decode, p.decode, p.decode_transfers);
+  const bool costed_prefill = run_phase(w.prefill, p.prefill, prefill_transfers);
+  const bool costed_decode = run_phase(w.decode, p.decode, p.decode_transfers);
+  if (program_path && !(costed_prefill && costed_decode))
+    p.notes.push_back("the instruction list (arch::Program) cannot express this model; costed with the per-operation model");
+  if (hardware == Hardware::fpgallm_kernels && !program_path)
+    p.notes.push_back("fpgallm's kernels do not run this design (a kernel gap, weights.bits, batch > 1) or it does not "
+                      "fit; costed with the per-operation model");
+  if (costed_prefill || costed_decode)
+    p.notes.push_back(
+        "costed on the instruction list (arch::Program) with the units' description (arch::unit_work), as the simulator "
+        "executes it");
   if (p.cards > 1) {
     p.link_bytes_per_token = bytes_sent_per_card(p.decode_transfers, p.cards);
     for (double& b : p.link_bytes_per_token) b /= double(w.decode.tokens());

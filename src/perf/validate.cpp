@@ -316,7 +316,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
         const model::Config cfg = *model::find_preset(*model_name);
         const graph::Precision prec = graph::parse_scheme(published->scheme);
         const double predicted =
-            predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) { return predict(d, *fpga_dev, w); });
+            predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) { return predict(d, *fpga_dev, w, constants(), Hardware::published_accelerator); });
         ValidationRow row{line, source, "fpga", fpga_dev->id, *model_name, published->scheme, metric->name, metric->unit,
                           cards, req.batch, req.prompt, req.generate, *measured, predicted,
                           (predicted - *measured) / *measured, {}, d.kernel_gaps()};

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "arch/units.hpp"
 #include "perf/perf.hpp"
 #include "sim/trace.hpp"
 #include "util/error.hpp"
@@ -21,37 +22,6 @@ namespace {
 using nlohmann::json;
 constexpr double kGB = 1e9;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-// data/sim_model.json: the figures the simulator needs beyond the device and perf tables.
-struct SimConstants {
-  double hbm_latency_ns = 0, ddr_latency_ns = 0;
-  std::string hbm_source, ddr_source;
-};
-
-const SimConstants& sim_constants() {
-  static const SimConstants c = [] {
-    const std::string path = fpgallm::data_dir() + "/sim_model.json";
-    std::ifstream in(path);
-    if (!in) throw fpgallm::InputError(path, "cannot open the simulator's constants");
-    json j;
-    try {
-      j = json::parse(in);
-      SimConstants s;
-      const auto& lat = j.at("memory_latency_ns");
-      s.hbm_latency_ns = lat.at("HBM").at("value").get<double>();
-      s.hbm_source = lat.at("HBM").at("source").get<std::string>();
-      s.ddr_latency_ns = lat.at("DDR").at("value").get<double>();
-      s.ddr_source = lat.at("DDR").at("source").get<std::string>();
-      return s;
-    } catch (const json::exception& e) {
-      throw fpgallm::InputError(path, fmt::format("malformed ({})", e.what()));
-    }
-  }();
-  return c;
-}
-
-bool is_hbm(const hw::MemoryPool& p) { return p.kind.rfind("HBM", 0) == 0; }
 
 // Where weights and the KV cache live on one card.
 struct Placement {
@@ -60,56 +30,43 @@ struct Placement {
   std::string text;
 };
 
+// The kernels stream the weights and the KV cache from off-chip memory whatever
+// design.style and buffers.kv_bytes say: both go to the first pool with room.
 Placement place(const arch::Design& d, const hw::Device& dev, double weight_bytes, double kv_bytes) {
   Placement p;
   const int cards = d.parallel.cards;
   const double w_card = weight_bytes / cards, kv_card = kv_bytes / cards;
   std::vector<double> free;
   for (const auto& m : dev.memory) free.push_back(m.capacity_gb.has() ? *m.capacity_gb * kGB : 0);
-  std::vector<std::string> parts;
-  if (d.style == arch::Style::dataflow) {
-    if (w_card > double(d.buffers.weight_bytes))
-      throw fpgallm::InputError(d.name, fmt::format("dataflow design: weights ({:.1f} MB per card) exceed buffers.weight_bytes ({:.1f} MB)",
-                                                    w_card / 1e6, d.buffers.weight_bytes / 1e6));
-    parts.push_back("weights resident on chip");
-  } else {
-    for (std::size_t i = 0; i < dev.memory.size() && !p.weights; ++i)
-      if (dev.memory[i].bandwidth_gbps.has() && free[i] >= w_card) {
-        p.weights = &dev.memory[i];
-        free[i] -= w_card;
+  // The first pool with a bandwidth figure and `bytes` free, charged with them.
+  auto first_fit = [&](double bytes) -> const hw::MemoryPool* {
+    for (std::size_t i = 0; i < dev.memory.size(); ++i)
+      if (dev.memory[i].bandwidth_gbps.has() && free[i] >= bytes) {
+        free[i] -= bytes;
+        return &dev.memory[i];
       }
-    if (!p.weights)
-      throw fpgallm::InputError(d.name, fmt::format("weights ({:.2f} GB per card) fit no off-chip memory of {}",
-                                                    w_card / kGB, dev.id));
-    parts.push_back("weights in " + p.weights->kind);
-  }
-  if (d.buffers.kv_bytes > 0 && kv_card <= double(d.buffers.kv_bytes)) {
-    parts.push_back("KV cache on chip");
-  } else {
-    for (std::size_t i = 0; i < dev.memory.size() && !p.kv; ++i)
-      if (dev.memory[i].bandwidth_gbps.has() && free[i] >= kv_card) {
-        p.kv = &dev.memory[i];
-        free[i] -= kv_card;
-      }
-    if (!p.kv)
-      throw fpgallm::InputError(d.name, fmt::format("KV cache ({:.2f} GB per card) does not fit beside the weights on {}",
-                                                    kv_card / kGB, dev.id));
-    parts.push_back("KV cache in " + p.kv->kind);
-  }
-  for (const auto& s : parts) p.text += (p.text.empty() ? "" : "; ") + s;
+    return nullptr;
+  };
+  p.weights = first_fit(w_card);
+  if (!p.weights)
+    throw fpgallm::InputError(d.name, fmt::format("weights ({:.2f} GB per card) fit no off-chip memory of {}",
+                                                  w_card / kGB, dev.id));
+  p.kv = first_fit(kv_card);
+  if (!p.kv)
+    throw fpgallm::InputError(d.name, fmt::format("KV cache ({:.2f} GB per card) does not fit beside the weights on {}",
+                                                  kv_card / kGB, dev.id));
+  p.text = "weights in " + p.weights->kind + "; KV cache in " + p.kv->kind;
+  if (d.style == arch::Style::dataflow || (d.buffers.kv_bytes > 0 && kv_card <= double(d.buffers.kv_bytes)))
+    p.text += " (the kernels keep neither on chip, whatever design.style and buffers.kv_bytes say)";
   return p;
 }
 
 // One card's units, ports and buffers.
 struct Card {
   int ctrl = -1, matrix = -1, vector = -1;
-  int weights = -1, kv = -1, host = -1, link = -1;  // ports (-1: none)
-  int weight_buf = -1, act_buf = -1;
+  int weights = -1, params = -1, kv = -1, host = -1, link = -1;  // ports (-1: none)
+  int weight_buf = -1, act_buf = -1, stream_buf = -1;
 };
-
-bool row_parallel(model::Linear l) { return l == model::Linear::wo || l == model::Linear::w2; }
-
-int vector_passes(arch::Op op) { return op == arch::Op::norm ? 2 : 1; }
 
 class Lowering {
  public:
@@ -125,16 +82,18 @@ class Lowering {
     const Placement pl = place(d_, dev_, weight_bytes, kv_bytes);
     rep_.notes.push_back(pl.text);
     const double eta = c_.memory_efficiency.value;
-    auto port_spec = [&](const hw::MemoryPool& pool, int channels) {
+    rates_ = perf::port_rates(d_, dev_, *pl.weights, *pl.kv, c_);
+    if (ideal_) rates_.memory_latency = rates_.kv_latency = 0;
+    // One port per group of bundles: each channel carries what arch::PortRates gives one
+    // bundle (efficiency applied there), the request latency of its pool.
+    auto port_spec = [&](const hw::MemoryPool& pool, int channels, double rate, double latency) {
       const int total = pool.channels.has() ? std::max(1, int(*pool.channels)) : 1;
       PortSpec s;
       s.channels = std::clamp(channels, 1, total);
-      const double per_channel = *pool.bandwidth_gbps * kGB / total;  // bytes/s
-      s.bytes_per_cycle = std::min(per_channel, d_.memory.port_bits / 8.0 * f_) / f_;
-      s.efficiency = eta;
+      s.bytes_per_cycle = rate;
+      s.efficiency = 1;
       s.burst_bytes = d_.memory.burst_bytes;
-      const auto& sc = sim_constants();
-      s.latency = ideal_ ? 0 : (is_hbm(pool) ? sc.hbm_latency_ns : sc.ddr_latency_ns) * 1e-9 * f_;
+      s.latency = latency;
       return s;
     };
     const double pcie = (dev_.pcie_gbps.has() ? *dev_.pcie_gbps : c_.pcie_gbps_default.value) * kGB;
@@ -145,17 +104,16 @@ class Lowering {
       cd.ctrl = e_.add_unit(p + "controller", UnitKind::control, k);
       cd.matrix = e_.add_unit(p + "matrix_unit", UnitKind::matrix, k);
       cd.vector = e_.add_unit(p + "vector_unit", UnitKind::vector, k);
-      if (pl.weights)
+      if (pl.weights) {
         cd.weights = e_.add_port(fmt::format("{}{} weights ({} ch)", p, pl.weights->kind, d_.memory.weight_channels),
-                                 UnitKind::memory, port_spec(*pl.weights, d_.memory.weight_channels), k);
-      if (pl.kv) {
-        if (d_.memory.kv_channels == 0 && pl.kv == pl.weights) {
-          cd.kv = cd.weights;
-        } else {
-          const int ch = d_.memory.kv_channels > 0 ? d_.memory.kv_channels : d_.memory.weight_channels;
-          cd.kv = e_.add_port(fmt::format("{}{} kv ({} ch)", p, pl.kv->kind, ch), UnitKind::memory, port_spec(*pl.kv, ch), k);
-        }
+                                 UnitKind::memory,
+                                 port_spec(*pl.weights, d_.memory.weight_channels, rates_.weight_channel, rates_.memory_latency), k);
+        cd.params = e_.add_port(fmt::format("{}{} params (1 ch)", p, pl.weights->kind), UnitKind::memory,
+                                port_spec(*pl.weights, 1, rates_.params, rates_.memory_latency), k);
       }
+      if (pl.kv)  // the kv_k and kv_v bundles, one channel each
+        cd.kv = e_.add_port(fmt::format("{}{} kv (k, v)", p, pl.kv->kind), UnitKind::memory,
+                            port_spec(*pl.kv, 2, rates_.kv, rates_.kv_latency), k);
       PortSpec h;
       h.bytes_per_cycle = pcie / f_;
       h.latency = c_.host_transfer_s.value * f_;
@@ -171,16 +129,18 @@ class Lowering {
       const std::int64_t unbounded = std::int64_t(1) << 50;
       cd.weight_buf = e_.add_buffer(p + "weight_buffer", ideal_ ? unbounded : d_.buffers.weight_bytes, k);
       cd.act_buf = e_.add_buffer(p + "activation_buffer", ideal_ ? unbounded : d_.buffers.activation_bytes, k);
+      // The decode stream's FIFOs: 64 words of 64 bytes per weight channel (the emitted
+      // matmul region's channel streams).
+      cd.stream_buf = e_.add_buffer(p + "weight_stream_fifos", std::int64_t(std::max(1, d_.memory.weight_channels)) * 64 * 64, k);
       cards_.push_back(cd);
     }
     rep_.assumptions.push_back({"memory_efficiency", eta, c_.memory_efficiency.unit, c_.memory_efficiency.source});
     rep_.assumptions.push_back({"port_bits", double(d_.memory.port_bits), "bits", "design.memory.port_bits"});
-    rep_.assumptions.push_back({"instruction_overhead_cycles", perf::instruction_overhead_cycles(d_, d_.memory.weight_channels, c_),
-                                "cycles per non-fused instruction streaming weights",
-                                "perf::instruction_overhead_cycles: issue_cycles (" + c_.issue_cycles.source +
-                                    ") + dma_setup_cycles per channel streamed from"});
-    rep_.assumptions.push_back({"hbm_latency_ns", sim_constants().hbm_latency_ns, "ns", sim_constants().hbm_source});
-    rep_.assumptions.push_back({"ddr_latency_ns", sim_constants().ddr_latency_ns, "ns", sim_constants().ddr_source});
+    rep_.assumptions.push_back({"weight_channel_bytes_per_cycle", rates_.weight_channel, "B/cycle", rates_.note});
+    rep_.assumptions.push_back({"instruction_fetch_cycles", rates_.memory_latency + arch::kInstructionWords, "cycles",
+                                "arch::unit_work: one request to the program bundle, then 16 words at II=1"});
+    rep_.assumptions.push_back({"hbm_latency_ns", c_.hbm_first_access_ns.value, "ns", c_.hbm_first_access_ns.source});
+    rep_.assumptions.push_back({"ddr_latency_ns", c_.ddr_first_access_ns.value, "ns", c_.ddr_first_access_ns.source});
     rep_.assumptions.push_back({"pcie_bandwidth", pcie / kGB, "GB/s",
                                 dev_.pcie_gbps.has() ? dev_.pcie_gbps.source : c_.pcie_gbps_default.source});
     rep_.assumptions.push_back({"host_transfer_latency", c_.host_transfer_s.value, "s", c_.host_transfer_s.source});
@@ -279,181 +239,71 @@ class Lowering {
     return id;
   }
 
-  void lower_one(int k, const arch::Instruction& ins) {
+  // One instruction on card k, from the units' description (arch::unit_work): the
+  // controller fetches it, then its unit runs it. A matmul streams its weights in pieces
+  // (transfers on the weight port, each feeding a compute task on the matrix unit; decode:
+  // the DATAFLOW stream, prefill: the weight tiles, overlapping when double-buffered);
+  // every other instruction is one task on its unit, its off-chip bytes moving on their
+  // ports meanwhile. The next instruction starts when this one has finished.
+  void lower_one(int k, const arch::Instruction& full) {
     const Card& cd = cards_[k];
-    if (ins.op == arch::Op::quantize && ins.fused) return;  // inside its producer's store stage
+    const arch::Instruction ins = arch::shard(full, tensor_ ? n_ : 1);
+    const arch::Work w = arch::unit_work(d_, ins, rates_);
     const int op = add_op(ins.name, arch::to_string(ins.op), ins.layer, k);
-    const TaskId prev = done_[k];
-    TaskId issue = prev;
-    // A fused norm runs inside the next matmul's input stage and is not issued on its own.
-    const bool folded = ins.fused && ins.op == arch::Op::norm;
-    // The controller's overhead grows with the channels the instruction streams from (DMA set-up).
-    int channels = 0;
-    if ((ins.op == arch::Op::matmul || ins.op == arch::Op::embed) && cd.weights >= 0) channels = d_.memory.weight_channels;
-    if (ins.op == arch::Op::attention && cd.kv >= 0)
-      channels = d_.memory.kv_channels > 0 ? d_.memory.kv_channels : d_.memory.weight_channels;
-    if (!folded) issue = e_.compute(op, cd.ctrl, perf::instruction_overhead_cycles(d_, channels, c_), {prev});
-    std::vector<TaskId> ends;
-    const int share = tensor_ ? n_ : 1;
-    switch (ins.op) {
-      case arch::Op::embed: {
-        TaskId t = e_.transfer(op, cd.host, ins.host_bytes, {issue});
-        if (cd.weights >= 0) t = e_.transfer(op, cd.weights, ins.weight_bytes, {t});
-        ends.push_back(t);
-        break;
-      }
-      case arch::Op::matmul: ends.push_back(matmul(k, op, ins, issue, share)); break;
-      case arch::Op::attention: ends.push_back(attention(k, op, ins, issue, share)); break;
-      case arch::Op::kv_store: {
-        if (cd.kv >= 0) ends.push_back(e_.transfer(op, cd.kv, ceil_div(ins.kv_write_bytes, share), {issue}));
-        break;
-      }
-      default: {
-        // Vector operations: a fused norm computes its statistics (one pass) while the
-        // next matmul is issued; the scaling happens in the matmul's input stage.
-        TaskId dep = issue;
-        if (ins.op == arch::Op::norm && cd.weights >= 0)
-          dep = e_.transfer(op, cd.weights, ins.weight_bytes, {issue});
-        const int passes = folded ? 1 : vector_passes(ins.op);
-        const Cycles cycles = passes * double(ceil_div(ins.vector_elements(), d_.vector_unit.lanes));
-        const TaskId t = e_.compute(op, cd.vector, cycles, {dep});
-        if (folded) {
-          fused_inputs_[k].push_back(t);
-          return;  // the next instruction waits for it; the chain does not
-        }
-        ends.push_back(t);
-      }
+    const TaskId issue = e_.compute(op, cd.ctrl, w.fetch_cycles, {done_[k]});
+    std::vector<TaskId> ends{issue};
+    TaskId start = issue;
+    if (ins.op == arch::Op::embed && w.host_bytes > 0) start = e_.transfer(op, cd.host, w.host_bytes, {issue});
+    if (ins.op == arch::Op::matmul) {
+      start = matmul(k, op, w, start);
+    } else {
+      const int unit = w.unit == arch::UnitKind::matrix ? cd.matrix : cd.vector;
+      const Cycles body = w.body_cycles;
+      const TaskId t = e_.compute(op, unit, body, {start});
+      if (cd.params >= 0 && w.param_bytes > 0) ends.push_back(e_.transfer(op, cd.params, w.param_bytes, {start}));
+      if (cd.kv >= 0 && w.kv_read_bytes + w.kv_write_bytes > 0)
+        ends.push_back(e_.transfer(op, cd.kv, w.kv_read_bytes + w.kv_write_bytes, {start}));
+      start = t;
     }
-    ends.push_back(issue);
+    if (ins.op == arch::Op::matmul && w.host_bytes > 0 && n_ == 1) start = e_.transfer(op, cd.host, w.host_bytes, {start});
+    ends.push_back(start);
     done_[k] = e_.compute(op, cd.ctrl, 0, ends);
-    fused_inputs_[k].clear();
   }
 
-  TaskId matmul(int k, int op, const arch::Instruction& ins, TaskId issue, int share) {
+  TaskId matmul(int k, int op, const arch::Work& w, TaskId issue) {
     const Card& cd = cards_[k];
-    const auto& mu = d_.matrix_unit;
-    std::int64_t rows = ins.rows, cols = ins.cols;
-    if (share > 1) {
-      if (row_parallel(ins.linear))
-        cols = ceil_div(cols, share);
-      else
-        rows = ceil_div(rows, share);
-    }
-    const std::int64_t tr = d_.tiling.tile_rows, tc = d_.tiling.tile_cols;
-    const std::int64_t rt = ceil_div(rows, tr), ct = ceil_div(cols, tc);
-    const std::int64_t payload_total = rows * cols * ins.weight_bits / 8;
-    // Scales (and the rest of weight_bytes beyond the payload) ride with the tiles.
-    const std::int64_t total = ins.weight_bytes * rows * cols / (std::int64_t(ins.rows) * ins.cols);
-    const std::int64_t extra_total = std::max<std::int64_t>(0, total - payload_total);
-    std::vector<TaskId> first_deps{issue};
-    for (TaskId t : fused_inputs_[k]) first_deps.push_back(t);
+    std::vector<TaskId> ends;
+    if (cd.params >= 0 && w.param_bytes > 0) ends.push_back(e_.transfer(op, cd.params, w.param_bytes, {issue}));
+    const std::int64_t pieces = std::max<std::int64_t>(1, w.pieces);
+    const Cycles compute = w.stream_compute / double(pieces);
+    const int buffer = w.pieces > 0 && !ideal_ ? (ins_decode(w) ? cd.stream_buf : cd.weight_buf) : -1;
     TaskId last = issue;
-    std::int64_t extra_left = extra_total;
-    bool first = true;
-    for (std::int64_t r = 0; r < rt; ++r) {
-      const std::int64_t tile_r = std::min(tr, rows - r * tr);
-      for (std::int64_t c = 0; c < ct; ++c) {
-        const std::int64_t tile_c = std::min(tc, cols - c * tc);
-        const std::int64_t payload = tile_r * tile_c * ins.weight_bits / 8;
-        Cycles cycles = double(ins.tokens) * ceil_div(tile_r, mu.rows) * ceil_div(tile_c, mu.cols) * mu.ii;
-        if (ins.tokens == 1) {
-          // Decode runs the streaming matrix unit (kernels::matrix_vector_w8a8): one
-          // flattened loop over every step of the matrix fills its pipeline once, and the
-          // store process requantizes each row fold while the next is multiplied.
-          if (first) cycles += mu.pipeline_depth;
-        } else if (!ideal_) {
-          cycles += mu.pipeline_depth;
-          // After the last column tile of a row block the kernel's store stage
-          // requantizes the finished rows, one per cycle (kernels/matrix_unit.hpp).
-          if (c == ct - 1) cycles += double(ins.tokens) * tile_r;
-        } else if (first) {
-          cycles += mu.pipeline_depth;
-        }
-        TaskId load = -1;
-        if (cd.weights >= 0) {
-          std::int64_t extra = (r == rt - 1 && c == ct - 1) ? extra_left : extra_total * payload / std::max<std::int64_t>(1, payload_total);
-          extra = std::min(extra, extra_left);
-          extra_left -= extra;
-          load = e_.transfer(op, cd.weights, payload + extra, {issue});
-          e_.claim(load, cd.weight_buf, payload);
-        }
-        std::vector<TaskId> deps{load};
-        if (first) deps.insert(deps.end(), first_deps.begin(), first_deps.end());
-        first = false;
-        last = e_.compute(op, cd.matrix, cycles, deps);
-        if (load >= 0) e_.release(last, cd.weight_buf, payload);
+    std::int64_t left = w.stream_bytes;
+    for (std::int64_t i = 0; i < pieces; ++i) {
+      const std::int64_t bytes = i == pieces - 1 ? left : w.stream_bytes / pieces;
+      left -= bytes;
+      TaskId load = -1;
+      if (cd.weights >= 0 && bytes > 0) {
+        load = e_.transfer(op, cd.weights, bytes, {issue});
+        if (buffer >= 0) e_.claim(load, buffer, piece_claim(w, buffer));
       }
+      const Cycles fill = (i == 0 || !ins_decode(w)) ? (ins_decode(w) ? w.stream_fill : 0) : 0;
+      last = e_.compute(op, cd.matrix, compute + fill, {load, last});
+      if (load >= 0 && buffer >= 0)
+        e_.release(last, buffer, piece_claim(w, buffer));
     }
-    if (ins.host_bytes > 0 && n_ == 1) last = e_.transfer(op, cd.host, ins.host_bytes, {last});
-    return last;
+    if (w.after_stream > 0) last = e_.compute(op, cd.matrix, w.after_stream, {last});
+    ends.push_back(last);
+    return ends.size() == 1 ? last : e_.compute(op, cd.ctrl, 0, ends);
   }
 
-  // Keys of the block [k0, k1) that token t (absolute position pos + t) attends.
-  static std::int64_t valid_keys(int pos, int t, std::int64_t k0, std::int64_t k1) {
-    return std::max<std::int64_t>(0, std::min<std::int64_t>(k1, pos + t + 1) - k0);
-  }
-
-  TaskId attention(int k, int op, const arch::Instruction& ins, TaskId issue, int share) {
-    const Card& cd = cards_[k];
-    const auto& mu = d_.matrix_unit;
-    const int kv_heads = int(ceil_div(ins.kv_heads, share));
-    const int q_per_kv = ins.heads / ins.kv_heads;
-    const int hd = ins.head_dim;
-    const std::int64_t kv_elem = d_.kv_bits / 8;
-    // Blocks of tile_rows keys; smaller when two blocks of K and V would not fit the
-    // activation buffer that stages them.
-    std::int64_t block = d_.tiling.tile_rows;
-    while (!ideal_ && block > mu.rows && 4 * block * hd * kv_elem > d_.buffers.activation_bytes) block /= 2;
-    const std::int64_t block_bytes = block * hd * kv_elem;
-    if (!ideal_ && cd.kv >= 0 && 4 * block_bytes > d_.buffers.activation_bytes)
-      throw fpgallm::InputError(d_.name, fmt::format("buffers.activation_bytes ({}) cannot stage two blocks of K and V ({} bytes)",
-                                                     d_.buffers.activation_bytes, 4 * block_bytes));
-    const std::int64_t blocks = ceil_div(ins.context, block);
-    struct Pending {
-      TaskId softmax = -1, v_load = -1;
-      std::int64_t v_bytes = 0;
-      Cycles value_cycles = 0;
-    };
-    TaskId last = issue;
-    for (int h = 0; h < kv_heads; ++h) {
-      Pending prev;
-      bool have_prev = false;
-      auto emit_value = [&](const Pending& p) {
-        last = e_.compute(op, cd.matrix, p.value_cycles, {p.softmax, p.v_load});
-        if (p.v_load >= 0) e_.release(last, cd.act_buf, p.v_bytes);
-      };
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        const std::int64_t k0 = b * block, k1 = std::min<std::int64_t>(ins.context, k0 + block);
-        std::int64_t pairs = 0;
-        Cycles score = 0, value = 0;
-        for (int t = 0; t < ins.tokens; ++t) {
-          const std::int64_t v = valid_keys(ins.pos, t, k0, k1);
-          if (v == 0) continue;
-          pairs += v;
-          score += double(ceil_div(v, mu.rows) * ceil_div(hd, mu.cols));
-          value += double(ceil_div(hd, mu.rows) * ceil_div(v, mu.cols));
-        }
-        if (pairs == 0) continue;
-        const std::int64_t bytes = (k1 - k0) * hd * kv_elem;
-        TaskId kl = -1, vl = -1;
-        if (cd.kv >= 0) {
-          kl = e_.transfer(op, cd.kv, bytes, {issue});
-          e_.claim(kl, cd.act_buf, bytes);
-          vl = e_.transfer(op, cd.kv, bytes, {issue});
-          e_.claim(vl, cd.act_buf, bytes);
-        }
-        const Cycles depth = ideal_ ? 0 : mu.pipeline_depth;
-        const TaskId s = e_.compute(op, cd.matrix, q_per_kv * score * mu.ii + depth, {kl, issue});
-        if (kl >= 0) e_.release(s, cd.act_buf, bytes);
-        // Online softmax: maximum, exponent sum and rescale, 3 passes over the scores.
-        const TaskId sm = e_.compute(op, cd.vector, 3.0 * ceil_div(pairs * q_per_kv, d_.vector_unit.lanes), {s});
-        if (have_prev) emit_value(prev);
-        prev = {sm, vl, bytes, q_per_kv * value * mu.ii + depth};
-        have_prev = true;
-      }
-      if (have_prev) emit_value(prev);
-    }
-    return last;
+  static bool ins_decode(const arch::Work& w) { return w.streaming; }
+  // Space a piece holds while in flight: double-buffered (the decode stream's FIFOs, or a
+  // tile buffer with room for two tiles), its bytes up to half the buffer, so that the next
+  // piece loads while this one is used; single-buffered, the whole buffer.
+  std::int64_t piece_claim(const arch::Work& w, int buffer) const {
+    const std::int64_t cap = e_.buffers()[std::size_t(buffer)].capacity;
+    return w.double_buffered ? std::min(w.piece_buffer_bytes, std::max<std::int64_t>(1, cap / 2)) : cap;
   }
 
   const model::Config& cfg_;
@@ -468,7 +318,7 @@ class Lowering {
   Engine e_;
   std::vector<Card> cards_;
   std::vector<TaskId> done_;
-  std::map<int, std::vector<TaskId>> fused_inputs_;
+  arch::PortRates rates_;
   int stage_card_ = 0;
   int program_ = 0;
   std::vector<int> op_program_;
@@ -619,7 +469,7 @@ Report simulate(const model::Config& config, const arch::Design& design, const h
 
   Lowering low(config, design, device, options.idealized, rep);
   if (options.idealized)
-    rep.notes.push_back("idealized: no request latency, unbounded buffers, pipeline filled once per instruction, no store stage");
+    rep.notes.push_back("idealized: no request latency, unbounded buffers");
   const double kv_bytes = 2.0 * config.n_layers * design.context * config.kv_dim() * (design.kv_bits / 8);
   low.build_machine(model_weight_bytes(config, design, programs.front()), kv_bytes);
   for (std::size_t i = 0; i < programs.size(); ++i) low.lower(programs[i], int(i));

@@ -1,28 +1,25 @@
 #pragma once
 // sim::simulate: a Design on its Device executing the per-layer instruction list
-// (arch::Program, the same list the accelerator backend runs) cycle by cycle at tile
-// granularity, on sim::Engine. What it models, and what it takes from elsewhere:
-//   - matmul: the weight tiles (tiling.tile_rows x tile_cols) streamed from the weight
-//     channels into buffers.weight_bytes (double-buffered when two tiles fit), each tile
-//     computed for all tokens of the step on the matrix unit:
-//     tokens x ceil(r/rows) x ceil(c/cols) x ii + pipeline_depth cycles, plus the store
-//     stage (tokens x rows, requantization) after the last tile of each row block, as
-//     kernels/matrix_unit.hpp runs it;
-//   - attention: per KV head, blocks of tile_rows keys streamed from the KV channels
-//     (staged in the activation buffer), scores and value product on the matrix unit,
-//     softmax on the vector unit, software-pipelined by one block; causal masking
-//     skips the masked key groups;
-//   - vector operations: passes x ceil(elements / lanes) cycles (2 passes for a norm,
-//     3 for softmax, 1 otherwise, as the analytical model counts them);
-//   - an in-order controller issues each instruction after the previous one finished
-//     (perf::instruction_overhead_cycles); fused instructions run inside their neighbour;
+// (arch::Program, the same list the accelerator backend runs and the emitted kernel
+// decodes) on sim::Engine. What each instruction costs on its unit comes from the units'
+// description, arch::unit_work (loops, trip counts, II, depth, bytes per port: the
+// schedule table of the emitted project and the analytical model read the same); what the
+// simulator adds is the execution of those pieces in time:
+//   - the controller fetches each instruction and issues it after the previous one
+//     finished (the kernel's instruction loop is sequential);
+//   - a matmul streams its weights over the weight channels in pieces (decode: the
+//     DATAFLOW stream through the 64-word channel FIFOs; prefill: weight tiles, double-
+//     buffered in buffers.weight_bytes when two fit), each piece feeding the matrix unit;
+//     request latency is exposed when a stream starts or stalls;
+//   - every other instruction occupies its unit for the description's cycles while its
+//     bytes move on the parameter and KV bundles;
 //   - host transfers over PCIe; over several cards the executor's collectives
 //     (perf::card_transfers: max and sum all-reduces around wo and w2 and the logits
 //     all-gather for a tensor split, stage hand-offs and the logits back to card 0 for a
 //     pipeline split) as ring steps on each card's link, with the analytical model's
 //     volumes and link figures.
-// Bandwidths, efficiencies and latencies come from hw::Device and perf::constants()
-// (one copy of every number); the memory request latency from data/sim_model.json.
+// Port rates and latencies come from perf::port_rates (hw::Device, perf::constants(),
+// data/sim_model.json): one copy of every number.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,11 +43,8 @@ struct Options {
   // prompt + 1, ...), as `simulate --tokens N` traces them; 0 = the prefill alone.
   int decode_steps = 0;
   arch::PrecisionFn precision;  // per-linear weight bits; default: the design's weight_bits
-  // The analytical model's idealizations, to attribute a difference between the two
-  // models: no memory request latency, buffers deep enough for any number of tiles in
-  // flight, the matrix unit's pipeline filled once per instruction instead of once per
-  // tile, and no store stage. Everything else (instruction list, tiles, issue cost,
-  // bandwidths) stays as simulated.
+  // No memory request latency and buffers deep enough for any number of pieces in flight,
+  // to attribute a difference to latency and buffering. Everything else stays as simulated.
   bool idealized = false;
 };
 

@@ -69,12 +69,20 @@ TEST(Dse, PlannedDesignsNeverExceedAnyResource) {
 }
 
 TEST(Dse, BandwidthBoundAtBatchOneMoreMacsDoNotHelp) {
-  // Every ranked design on the U280 decodes LLaMA2-7B within a few percent of the best:
-  // the memory, not the matrix unit, sets the speed.
+  // At batch one every weight is used once per token: the best design's matmuls are
+  // bound by the weight stream, not by the matrix unit. (The whole step is not: the
+  // kernels' attention requests each key's K and V separately, and that latency is most of
+  // a decode step at context 1024; docs/simulator.md.)
   const auto r = explore_one(request(*model::find_preset("llama2-7b"), "int8", 1024), "u280");
   ASSERT_TRUE(r.fits());
   const auto& best = r.best().prediction;
-  EXPECT_GT(best.decode.memory_s, 0.5 * best.decode_step_s);
+  double stream = 0, macs = 0;
+  for (const auto& o : best.decode.ops)
+    if (o.kind == graph::OpKind::matmul || o.kind == graph::OpKind::classifier) {
+      stream += o.memory_s;
+      macs += o.compute_s;
+    }
+  EXPECT_GT(stream, macs);
   const double bound = best.weight_bytes / best.peak_bytes_per_s;
   EXPECT_GE(best.decode_step_s, bound);
 }

@@ -62,11 +62,17 @@ arch::Design design(int rows, int cols, int prefill_block) {
   return d;
 }
 
+// The per-operation model (published accelerators, and designs the instruction list cannot
+// express) on a one-operation workload.
+perf::Prediction per_operation(const arch::Design& d, const hw::Device& dev, const perf::Workloads& w) {
+  return perf::predict(d, dev, w, perf::constants(), perf::Hardware::published_accelerator);
+}
+
 TEST(Perf, BandwidthBoundGemvByHand) {
   // 4096 x 4096 int8 weights, one token, 64 x 128 MACs at 300 MHz on the U280's HBM2.
   const auto& c = perf::constants();
   const hw::Device& u280 = hw::find_device("u280");
-  const perf::Prediction p = perf::predict(design(64, 128, 64), u280, one_matmul(1, 4096, 4096));
+  const perf::Prediction p = per_operation(design(64, 128, 64), u280, one_matmul(1, 4096, 4096));
   const auto& op = p.decode.ops.at(0);
   const double compute = (4096 / 64) * (4096 / 128) / 300e6;                   // 2048 cycles
   const double bw = c.memory_efficiency.value * std::min(460e9, 32 * 64 * 300e6);  // 414 GB/s
@@ -86,7 +92,7 @@ TEST(Perf, ComputeBoundGemmByHand) {
   // 512 tokens through 4096 x 4096 weights fetched once (prefill block 512), 32 x 128 MACs.
   const auto& c = perf::constants();
   const hw::Device& u280 = hw::find_device("u280");
-  const perf::Prediction p = perf::predict(design(32, 128, 512), u280, one_matmul(512, 4096, 4096));
+  const perf::Prediction p = per_operation(design(32, 128, 512), u280, one_matmul(512, 4096, 4096));
   const auto& op = p.prefill.ops.at(0);
   const double cycles = 512.0 * (4096 / 32) * (4096 / 128);
   EXPECT_NEAR(op.compute_s, cycles / 300e6, 1e-12);
@@ -100,7 +106,7 @@ TEST(Perf, ComputeBoundGemmByHand) {
   EXPECT_LE(op.flops / op.time_s, perf::peak_ops_per_s(design(32, 128, 512)));
   EXPECT_GT(op.flops / op.time_s, 0.99 * perf::peak_ops_per_s(design(32, 128, 512)));
   // Weights re-fetched per 64-token block cost 8 passes of traffic instead of 1.
-  const perf::Prediction q = perf::predict(design(32, 128, 64), u280, one_matmul(512, 4096, 4096));
+  const perf::Prediction q = per_operation(design(32, 128, 64), u280, one_matmul(512, 4096, 4096));
   EXPECT_NEAR(q.prefill.ops.at(0).offchip_bytes, 8.0 * 4096 * 4096 + 512.0 * (4096 + 4096), 1);  // + activations over the 1 MB buffer
 }
 

@@ -1,19 +1,15 @@
-// The simulator against the analytical model (src/perf) on the design `fpgallm plan`
-// picks for each preset on the U280 and the U55C: prefill (128 tokens) and decode (at
-// context 512, or the model's context when shorter).
+// `plan` and `simulate` agree (issue 15): for every preset the instruction list can
+// express, on the U280, U55C, U50 and U200 (DDR), the design `fpgallm plan` returns is
+// simulated for prefill (128 tokens) and one decode step (at context 512, or the model's
+// context when shorter), and each time is within 10% of the analytical prediction for the
+// same design, precision and scenario. Both cost arch::Program with arch::unit_work; the
+// simulator adds what only execution in time shows (the ramp of each weight stream, request
+// latency after stalls, buffer space), so a larger gap means one of them has drifted.
 //
-// The two differ by construction where the simulator models what the analytical model
-// idealizes: request latency with a finite weight buffer, the pipeline fill of every
-// tile, the kernel's store stage, and (prefill) the classifier the instruction list runs
-// on every prompt token where the analytical model counts the last one only. The test
-// therefore asserts, per case and phase:
-//   1. the idealized simulation (sim::Options::idealized: no latency, unbounded buffers,
-//      one pipeline fill per instruction, no store stage) is at most 15% slower than the
-//      analytical model and at most 25% faster (fewer issued instructions, see below),
-//      the classifier left out of prefill on both sides;
-//   2. the full simulation is never faster than the idealized one.
-// The full ratios are printed; docs/performance-model.md ("Simulator vs analytical
-// model") tabulates them and explains each effect.
+// Qwen and MoE presets are excluded: arch::build_program has no q/k/v bias, per-head q/k
+// norm or experts, so the kernels cannot run them and `plan` costs them with the
+// per-operation model only (its prediction notes say so). Encoders (BERT) are excluded
+// too: `plan` plans inference of causal models (an encoder has no decode phase).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,23 +32,9 @@ struct Case {
 // gtest prints the parameter in the test's listing (ctest shows it): the names, not bytes.
 void PrintTo(const Case& c, std::ostream* os) { *os << c.preset << " on " << c.device; }
 
-double classifier_seconds(const sim::Report& r) {
-  double c = 0;
-  for (const auto& o : r.ops)
-    if (o.name == "cls" || o.name == "output_norm") c += o.cycles;
-  return c / (r.clock_mhz * 1e6);
-}
-
-double classifier_seconds(const perf::PhaseTime& p) {
-  double s = 0;
-  for (const auto& o : p.ops)
-    if (o.kind == graph::OpKind::classifier || (o.layer < 0 && o.kind == graph::OpKind::norm)) s += o.time_s;
-  return s;
-}
-
 class SimAgreement : public ::testing::TestWithParam<Case> {};
 
-TEST_P(SimAgreement, SimulatedAndAnalyticalAgree) {
+TEST_P(SimAgreement, PlanAndSimulateAgreeWithinTenPercent) {
   const Case& c = GetParam();
   const model::Config cfg = model::find_preset(c.preset).value();
   const int context = std::min(512, cfg.seq_len);
@@ -62,8 +44,7 @@ TEST_P(SimAgreement, SimulatedAndAnalyticalAgree) {
       "plan " + c.preset + " --device " + c.device + " --context " + std::to_string(context) + " --prompt " +
       std::to_string(prompt) + " -o " + dir + "/design.json --json", 300);
   if (plan.status != 0) {
-    if (plan.err.find("plan") != std::string::npos && plan.err.find("fits no design") == std::string::npos)
-      GTEST_SKIP() << "fpgallm plan unavailable: " << plan.err;
+    ASSERT_NE(plan.err.find("fits no design"), std::string::npos) << plan.err;
     GTEST_SKIP() << "no design fits: " << plan.err;
   }
   const auto j = nlohmann::json::parse(testing_support::read_bytes(dir + "/design.json"));
@@ -85,42 +66,58 @@ TEST_P(SimAgreement, SimulatedAndAnalyticalAgree) {
   struct Phase {
     const char* name;
     arch::Stage stage;
-    const perf::PhaseTime* analytical;
+    double analytical;
   };
-  std::vector<Phase> phases{{"prefill", arch::Stage::prefill, &p.prefill}};
-  if (cfg.causal()) phases.push_back({"decode", arch::Stage::decode, &p.decode});
+  const std::vector<Phase> phases{{"prefill", arch::Stage::prefill, p.prefill_s},
+                                  {"decode", arch::Stage::decode, p.decode_step_s}};
   for (const auto& ph : phases) {
     o.stage = ph.stage;
-    o.idealized = false;
-    const sim::Report full = sim::simulate(cfg, d, dev, o);
-    o.idealized = true;
-    const sim::Report ideal = sim::simulate(cfg, d, dev, o);
-    const bool prefill = ph.stage == arch::Stage::prefill;
-    const double analytical = ph.analytical->seconds - (prefill ? classifier_seconds(*ph.analytical) : 0);
-    const double simulated = ideal.seconds - (prefill ? classifier_seconds(ideal) : 0);
-    const double ratio = simulated / analytical;
-    std::printf("| %s | %s | %s | %s | %.4g | %.4g | %.2f | %.2f |\n", c.preset.c_str(), c.device.c_str(),
-                d.name.c_str(), ph.name, ph.analytical->seconds * 1e3, full.seconds * 1e3,
-                full.seconds / ph.analytical->seconds, ratio);
-    // Above: within 15%. Below: down to 0.75, because the instruction list issues fewer
-    // operations than the analytical model counts (norms folded into matmuls, attention
-    // one fused instruction instead of score, softmax and value), and each issue costs
-    // perf::instruction_overhead_cycles; the small models are dominated by that fixed cost.
-    EXPECT_LE(ratio, 1.15) << c.preset << " " << ph.name << " on " << c.device << " (" << d.name
-                           << "): idealized simulation " << simulated << " s, analytical " << analytical << " s";
-    EXPECT_GE(ratio, 0.75) << c.preset << " " << ph.name << " on " << c.device << " (" << d.name
-                           << "): idealized simulation " << simulated << " s, analytical " << analytical << " s";
-    EXPECT_GE(full.seconds, ideal.seconds * (1 - 1e-9));
+    const sim::Report r = sim::simulate(cfg, d, dev, o);
+    const double ratio = r.seconds / ph.analytical;
+    std::printf("| %s | %s | %s | %s | %.4g | %.4g | %.3f |\n", c.preset.c_str(), c.device.c_str(), d.name.c_str(),
+                ph.name, ph.analytical * 1e3, r.seconds * 1e3, ratio);
+    EXPECT_NEAR(ratio, 1.0, 0.10) << c.preset << " " << ph.name << " on " << c.device << " (" << d.name
+                                  << "): simulated " << r.seconds << " s, analytical " << ph.analytical << " s";
   }
 }
 
+// The emitted project's schedule table (every loop of the kernel with trip count, II and
+// depth; codegen::decode_schedule) totals within 2% of `fpgallm simulate` for one decode
+// step of the same design at the same context (the design's), for the demo model and for
+// llama2-7b on the designs `plan` writes for them on the U280 (issue 14).
+void expect_schedule_matches_simulation(const std::string& model, const std::string& name) {
+  const auto dir = testing_support::scratch_dir("schedule-" + name);
+  const auto plan = testing_support::run_fpgallm("plan " + model + " --device u280 -o " + dir + "/design.json", 300);
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const auto emit = testing_support::run_fpgallm("emit " + model + " --design " + dir + "/design.json -o " + dir +
+                                                 "/proj --golden-steps 1 --json", 300);
+  ASSERT_EQ(emit.status, 0) << emit.err;
+  const double schedule = nlohmann::json::parse(emit.out).at("schedule_cycles").get<double>();
+  const auto sim = testing_support::run_fpgallm("simulate " + model + " --design " + dir + "/design.json --json", 300);
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  const double simulated = nlohmann::json::parse(sim.out).at("cycles").get<double>();
+  std::printf("%s: schedule %.0f cycles, simulate %.0f cycles, ratio %.4f\n", name.c_str(), schedule, simulated,
+              schedule / simulated);
+  EXPECT_NEAR(schedule / simulated, 1.0, 0.02) << name << ": schedule.md " << schedule << " cycles, simulate "
+                                               << simulated << " cycles";
+  // The table names the kernel's loops, each with its trip count, II and depth.
+  const std::string table = testing_support::read_bytes(dir + "/proj/schedule.md");
+  for (const char* loop : {"fetch instruction", "read_weight_channel", "gather_weight_steps", "matrix_vector_w8a8",
+                           "store_rows", "attention: load K, V of one key", "write_result (logits)"})
+    EXPECT_NE(table.find(loop), std::string::npos) << loop;
+}
+
+TEST(ScheduleAgreement, Stories260kScheduleMatchesSimulation) {
+  expect_schedule_matches_simulation(testing_support::stories260k(), "stories260K");
+}
+
+TEST(ScheduleAgreement, Llama2_7bScheduleMatchesSimulation) { expect_schedule_matches_simulation("llama2-7b", "llama2-7b"); }
+
 std::vector<Case> cases() {
   std::vector<Case> v;
-  // The overlay's instruction list (arch::build_program) cannot yet express q/k/v biases,
-  // per-head q/k norms or experts (Qwen, MoE): those presets are planned analytically only.
   for (const auto& p : model::presets())
-    if (!p.config.qkv_bias && !p.config.qk_norm && !p.config.moe())
-      for (const char* dev : {"u280", "u55c"}) v.push_back({p.config.name, dev});
+    if (p.config.causal() && !p.config.qkv_bias && !p.config.qk_norm && !p.config.moe())
+      for (const char* dev : {"u280", "u55c", "u50", "u200"}) v.push_back({p.config.name, dev});
   return v;
 }
 

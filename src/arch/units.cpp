@@ -1,0 +1,285 @@
+#include "arch/units.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/matrix_unit.hpp"
+
+namespace arch {
+
+const char* to_string(UnitKind u) {
+  switch (u) {
+    case UnitKind::controller: return "controller";
+    case UnitKind::matrix: return "matrix_unit";
+    case UnitKind::vector: return "vector_unit";
+    case UnitKind::host: return "pcie";
+  }
+  return "?";
+}
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Cycles of a pipelined loop that moves `bytes` through a port of `rate` bytes per cycle:
+// its iterations at II, or the port, whichever is slower.
+double bound(double loop_cycles, double bytes, double rate) { return std::max(loop_cycles, rate > 0 ? bytes / rate : 0); }
+
+class Builder {
+ public:
+  explicit Builder(Work& w) : w_(w) {}
+  // A loop of `calls` calls of `trip` iterations at `ii` (plus `depth` per call) taking
+  // `cycles` in all; returns the cycles.
+  double loop(std::string name, std::int64_t trip, int ii, int depth, std::int64_t calls, double cycles,
+              std::string note = "") {
+    w_.loops.push_back({std::move(name), trip, ii, depth, calls, cycles, std::move(note)});
+    return cycles;
+  }
+  double simple(std::string name, std::int64_t trip, std::int64_t calls = 1, std::string note = "") {
+    return loop(std::move(name), trip, 1, 0, calls, double(trip) * double(calls), std::move(note));
+  }
+
+ private:
+  Work& w_;
+};
+
+// Loads of `floats` fp32 values from the parameter bundle, 16 per beat, one request.
+double load_floats(Builder& b, const std::string& name, std::int64_t floats, std::int64_t calls, const PortRates& r,
+                   Work& w) {
+  const std::int64_t beats = ceil_div(floats, kernels::kFloatsPerWord);
+  const double per_call = r.memory_latency + bound(double(beats), double(beats) * kernels::kWordBytes, r.params);
+  w.param_bytes += beats * kernels::kWordBytes * calls;
+  return b.loop(name + ": load_floats", beats, 1, 0, calls, per_call * double(calls), "one request, 16 floats per beat");
+}
+
+void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
+  // kernels::MatrixVectorConfig needs PE x SIMD to fill whole 512-bit words; a smaller
+  // array (powers of two below 64 MACs) is counted as the narrowest one that does.
+  const int ch = std::max(1, d.memory.weight_channels), pe = d.matrix_unit.rows;
+  const int simd = std::max(d.matrix_unit.cols, int(ceil_div(kernels::kWordBytes, pe)));
+  const int depth = d.matrix_unit.pipeline_depth;
+  const int step_words = pe * simd / kernels::kWordBytes;
+  const int group_words = kernels::lcm_small(step_words, ch);
+  const int gather_ii = std::max(group_words / ch, group_words / step_words);
+  const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));
+  const kernels::MatrixWords m = kernels::stream_words(pe, simd, ch, in.rows, in.cols);
+  // Packed int4 halves the stream (the emitted kernel streams int8 codes).
+  const std::int64_t beats = in.weight_bits < 8 ? ceil_div(std::int64_t(m.beats) * in.weight_bits, 8) : m.beats;
+  const std::int64_t bytes = beats * kernels::kWordBytes * ch;
+  // The bundles share the pool's channels when the design has more bundles than it has.
+  const double read = double(bytes) / (r.weight_channel * std::clamp(r.weight_channels, 1, ch));
+  const double gather = double(m.groups) * gather_ii, mac = double(m.steps) * d.matrix_unit.ii;
+  const std::int64_t folds = ceil_div(in.rows, pe);
+  const double store = bound(double(folds) * scale_words, double(folds) * scale_words * kernels::kWordBytes, r.params);
+  const std::string shape = fmt::format("matmul {}x{}", in.rows, in.cols);
+  b.loop(shape + ": read_weight_channel", beats, 1, 0, ch, read,
+         fmt::format("x{} bundles in parallel over {} channels of {:.1f} B/cycle", ch, std::clamp(r.weight_channels, 1, ch),
+                     r.weight_channel));
+  b.loop(shape + ": gather_weight_steps", m.groups, gather_ii, 0, 1, gather);
+  b.loop(shape + ": matrix_vector_w8a8", m.steps, d.matrix_unit.ii, depth, 1, mac + depth);
+  b.loop(shape + ": store_rows", folds, scale_words, 0, 1, store);
+  const double slowest_compute = std::max({gather, mac, store});
+  // DATAFLOW: the slowest process, the multiplier's fill, and the first request.
+  w.body_cycles = std::max(read, slowest_compute) + depth + r.memory_latency;
+  w.stream_bytes = bytes;
+  w.stream_compute = slowest_compute;
+  w.stream_fill = depth;
+  // The stream moves in bursts; each channel's FIFO holds 64 words (one burst of 4 KB).
+  w.pieces = std::max<std::int64_t>(1, std::min<std::int64_t>(beats, 256));
+  w.piece_buffer_bytes = ceil_div(bytes, w.pieces);
+  w.double_buffered = true;
+  w.streaming = true;
+  w.weight_bytes = bytes;
+  w.param_bytes += folds * scale_words * kernels::kWordBytes;
+  w.macs = std::int64_t(in.rows) * in.cols;
+}
+
+void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
+  const auto& mu = d.matrix_unit;
+  const std::int64_t tr = d.tiling.tile_rows, tc = d.tiling.tile_cols, rows = in.rows, cols = in.cols;
+  const std::int64_t rt = ceil_div(rows, tr), ct = ceil_div(cols, tc);
+  const int ch = std::clamp(r.weight_channels, 1, std::max(1, d.memory.weight_channels));
+  const double port = r.weight_channel * ch;
+  const std::int64_t payload_total = rows * cols * in.weight_bits / 8;
+  const std::int64_t total = std::max<std::int64_t>(in.weight_bytes, payload_total);
+  // Tiles fall in four classes: full, short in rows (last row tile), short in columns
+  // (last column tile), short in both.
+  const std::int64_t last_r = rows - (rt - 1) * tr, last_c = cols - (ct - 1) * tc;
+  const std::int64_t tile_bytes = tr * tc * in.weight_bits / 8;
+  const bool dbuf = d.buffers.weight_bytes >= 2 * tile_bytes;
+  double compute = 0, load = 0, cycles = 0, store = 0;
+  auto cls = [&](std::int64_t n, std::int64_t tile_r, std::int64_t tile_c, bool last_col) {
+    if (n <= 0) return;
+    const double c = double(in.tokens) * ceil_div(tile_r, mu.rows) * ceil_div(tile_c, mu.cols) * mu.ii + mu.pipeline_depth;
+    const double st = last_col ? double(in.tokens) * tile_r : 0;
+    // Scales and the rest of weight_bytes ride with the tiles, in proportion.
+    const double l = double(tile_r * tile_c * in.weight_bits / 8) * total / std::max<std::int64_t>(1, payload_total) / port;
+    compute += n * c;
+    store += n * st;
+    load += n * l;
+    cycles += n * (dbuf ? std::max(l, c + st) : l + c + st);
+  };
+  cls((rt - 1) * (ct - 1), tr, tc, false);
+  cls(rt - 1, tr, last_c, true);
+  cls(ct - 1, last_r, tc, false);
+  cls(1, last_r, last_c, true);
+  const std::int64_t tiles = rt * ct;
+  const std::string shape = fmt::format("matmul {}x{} x{} tokens", rows, cols, in.tokens);
+  b.loop(shape + ": load_weight_tile", tr * tc / std::max(1, mu.cols), 1, 0, tiles, load,
+         fmt::format("{} tiles over {} weight channels at {:.1f} B/cycle{}", tiles, ch, port, dbuf ? ", double-buffered" : ""));
+  b.loop(shape + ": compute_tile", in.tokens * ceil_div(tr, mu.rows) * ceil_div(tc, mu.cols), mu.ii, mu.pipeline_depth, tiles,
+         compute);
+  b.loop(shape + ": store (requantize)", in.tokens * tr, 1, 0, rt, store);
+  // The first tile's load is never hidden.
+  const double first = double(std::min(tr, rows) * std::min(tc, cols) * in.weight_bits / 8) / port;
+  w.body_cycles = r.memory_latency + (dbuf ? first : 0) + cycles;
+  w.stream_bytes = total;
+  w.stream_compute = compute + store;
+  w.stream_fill = 0;  // inside each tile's compute
+  // Consecutive tiles grouped into at most 256 pieces (a piece of k tiles loads and
+  // computes as k tiles do; with double buffering the next piece loads meanwhile).
+  w.pieces = std::min<std::int64_t>(tiles, 256);
+  w.piece_buffer_bytes = ceil_div(payload_total, w.pieces);
+  w.double_buffered = dbuf;
+  w.weight_bytes = total;
+  w.macs = std::int64_t(in.tokens) * rows * cols;
+}
+
+void attention(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
+  const int lanes = d.vector_unit.lanes, hd = in.head_dim;
+  const std::int64_t beat = ceil_div(hd, lanes);  // one lane-wide step over a head vector
+  const int kv_elem = d.kv_bits / 8;
+  // Keys read per head (once per block for all queries of the step), keys each query sees.
+  const std::int64_t keys = in.context;
+  std::int64_t pairs = 0;
+  for (int t = 0; t < in.tokens; ++t) pairs += in.pos + t + 1;
+  std::int64_t blocks_seen = 0;  // (query, block) pairs: one rescale each
+  for (int t = 0; t < in.tokens; ++t) blocks_seen += ceil_div(in.pos + t + 1, kKvBlock);
+  const double key_bytes = double(hd) * kv_elem;
+  const double per_key_load = r.kv_latency + bound(double(beat), key_bytes, r.kv);
+  const double heads = in.heads;
+  b.loop("attention: load K, V of one key", beat, 1, 0, keys * in.heads, per_key_load * keys * heads,
+         "one request per key on each KV bundle, lanes elements per beat");
+  b.simple("attention: dot (scores)", beat, pairs * in.heads);
+  b.simple("attention: rescale acc", beat, blocks_seen * in.heads);
+  b.simple("attention: acc += p v", beat, pairs * in.heads);
+  b.simple("attention: store", hd, std::int64_t(in.tokens) * in.heads);
+  w.body_cycles = per_key_load * keys * heads +
+                  double(beat) * double(2 * pairs + blocks_seen) * heads + double(hd) * in.tokens * heads;
+  w.kv_read_bytes = 2 * std::int64_t(key_bytes) * keys * in.heads;
+  w.macs = 2 * pairs * in.heads * hd;
+}
+
+}  // namespace
+
+Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
+  Work w;
+  Builder b(w);
+  const int lanes = d.vector_unit.lanes;
+  const std::int64_t tokens = in.tokens;
+  auto pass = [&](std::int64_t n) { return ceil_div(n, lanes); };
+  w.fetch_cycles = b.loop("fetch instruction", kInstructionWords, 1, 0, 1, r.memory_latency + kInstructionWords,
+                          "one request to the program bundle, one word per cycle");
+  switch (in.op) {
+    case Op::embed: {
+      w.unit = UnitKind::vector;
+      w.body_cycles = load_floats(b, "embed", in.cols, tokens, r, w);
+      w.host_bytes = in.host_bytes;
+      break;
+    }
+    case Op::norm: {
+      w.unit = UnitKind::vector;
+      const bool layer_norm = in.weight_bytes >= 2LL * in.cols * 4;  // gain and bias
+      const int reductions = layer_norm ? 2 : 1;
+      double c = load_floats(b, in.name.empty() ? "norm" : "norm", std::int64_t(in.cols) * reductions, 1, r, w);
+      c += b.simple(layer_norm ? "norm: lane_reduce (mean, variance)" : "norm: lane_reduce (sum of squares)",
+                    pass(in.cols), reductions * tokens);
+      c += b.simple("norm: scale", pass(in.cols), tokens);
+      w.body_cycles = c;
+      break;
+    }
+    case Op::quantize: {
+      w.unit = UnitKind::vector;
+      w.body_cycles = b.simple("quantize: max_abs", pass(in.cols), tokens) + b.simple("quantize: codes", pass(in.cols), tokens);
+      break;
+    }
+    case Op::matmul: {
+      w.unit = UnitKind::matrix;
+      if (in.tokens == 1)
+        decode_matmul(d, in, r, b, w);
+      else
+        prefill_matmul(d, in, r, b, w);
+      w.host_bytes = in.host_bytes;
+      break;
+    }
+    case Op::rope: {
+      w.unit = UnitKind::vector;
+      const std::int64_t per_head = ceil_div(in.head_dim, std::max(2, lanes));
+      w.body_cycles = load_floats(b, "rope (cos/sin row)", in.head_dim, tokens, r, w) +
+                      b.simple("rope: rotate one head", per_head, tokens * (in.heads + in.kv_heads));
+      break;
+    }
+    case Op::kv_store: {
+      w.unit = UnitKind::vector;
+      const bool int8 = d.kv_bits == 8;
+      const std::int64_t trip = int8 ? 2 * pass(in.head_dim) : in.head_dim;
+      w.body_cycles = b.simple("kv_store: one head vector (k or v)", trip, 2 * tokens * in.kv_heads,
+                               int8 ? "max_abs + codes" : "one element per cycle");
+      w.kv_write_bytes = in.kv_write_bytes;
+      break;
+    }
+    case Op::attention: {
+      w.unit = UnitKind::vector;
+      attention(d, in, r, b, w);
+      break;
+    }
+    case Op::residual_add:
+    case Op::swiglu:
+    case Op::gelu: {
+      w.unit = UnitKind::vector;
+      w.body_cycles = b.simple(std::string(to_string(in.op)) + ": lanes", pass(in.cols), tokens);
+      break;
+    }
+  }
+  if (in.op == Op::matmul && in.host_bytes > 0) {  // the logits leave through the result bundle, one float per cycle
+    w.after_stream = b.simple("write_result (logits)", std::int64_t(in.rows) * tokens);
+    w.body_cycles += w.after_stream;
+  }
+  if (w.host_bytes > 0)
+    w.host_cycles = b.loop(in.op == Op::embed ? "pcie: token ids in" : "pcie: logits out", 1, 1, 0, 1,
+                           r.host_latency + double(w.host_bytes) / r.host, "one DMA transfer");
+  w.cycles = w.fetch_cycles + w.body_cycles + w.host_cycles;
+  return w;
+}
+
+Instruction shard(const Instruction& ins, int cards) {
+  if (cards <= 1) return ins;
+  Instruction s = ins;
+  auto div = [&](int n) { return int(ceil_div(n, cards)); };
+  switch (ins.op) {
+    case Op::matmul: {
+      const bool row_parallel = ins.linear == model::Linear::wo || ins.linear == model::Linear::w2;
+      const std::int64_t before = std::int64_t(ins.rows) * ins.cols;
+      if (row_parallel)
+        s.cols = div(ins.cols);
+      else
+        s.rows = div(ins.rows);
+      s.weight_bytes = ins.weight_bytes * (std::int64_t(s.rows) * s.cols) / std::max<std::int64_t>(1, before);
+      break;
+    }
+    case Op::attention:
+    case Op::rope:
+    case Op::kv_store:
+      s.heads = div(ins.heads);
+      s.kv_heads = div(ins.kv_heads);
+      s.kv_read_bytes = ins.kv_read_bytes / cards;
+      s.kv_write_bytes = ins.kv_write_bytes / cards;
+      break;
+    default: break;
+  }
+  return s;
+}
+
+}  // namespace arch
