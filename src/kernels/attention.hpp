@@ -165,9 +165,11 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
   constexpr int B = ACFG::kv_block;
   constexpr int D = ACFG::max_head_dim;
   constexpr int Q = ACFG::max_queries;
-  float kblk[B][D], vblk[B][D];
-  float m[Q], l[Q], acc[Q][D], s[B];
-  static_assert(D % VCFG::lanes == 0 || VCFG::lanes > D, "the head dimension holds whole lane groups");
+  // Head vectors on chip hold whole lane groups (a head size of 48 on 32 lanes: 64
+  // elements, the last 16 never read past head_dim).
+  constexpr int DL = (D + VCFG::lanes - 1) / VCFG::lanes * VCFG::lanes;
+  float kblk[B][DL], vblk[B][DL];
+  float m[Q], l[Q], acc[Q][DL], s[B];
 #pragma HLS ARRAY_PARTITION variable=kblk dim=2 cyclic factor=VCFG::lanes
 #pragma HLS ARRAY_PARTITION variable=vblk dim=2 cyclic factor=VCFG::lanes
 #pragma HLS ARRAY_PARTITION variable=acc dim=2 cyclic factor=VCFG::lanes
@@ -180,9 +182,14 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
     if (h < head_begin) continue;
     const int kvh = h / kv_mul;
     for (int t = 0; t < Q; ++t) {
+      if (t >= tokens) break;
       m[t] = -INFINITY;
       l[t] = 0.0f;
-      for (int i = 0; i < D; ++i) acc[t][i] = 0.0f;
+      for (int i = 0; i < DL; i += VCFG::lanes) {
+#pragma HLS PIPELINE II=1
+        if (i >= head_dim) break;
+        for (int e = 0; e < VCFG::lanes; ++e) acc[t][i + e] = 0.0f;
+      }
     }
     for (int b = 0; b < ACFG::max_blocks; ++b) {
       const int p0 = b * B;
@@ -194,7 +201,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
         const long srow = detail::kv_scale_index<KV_BITS>(p0 + j, cache.kv_heads, kvh);
         // LANES consecutive elements of a key and of a value per cycle (one wide beat of
         // each KV bundle: the top declares them with max_widen_bitwidth=512).
-        for (int i = 0; i < D; i += VCFG::lanes) {
+        for (int i = 0; i < DL; i += VCFG::lanes) {
 #pragma HLS PIPELINE II=1
           if (i >= head_dim) break;
           for (int e = 0; e < VCFG::lanes; ++e) {
@@ -222,17 +229,17 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
         const float m_new = bmax > m[t] ? bmax : m[t];
         const float corr = exp_table<VCFG::exp_table_bits>(m[t] - m_new);
         l[t] = l[t] * corr;
-        for (int i = 0; i < D; i += VCFG::lanes) {
+        for (int i = 0; i < DL; i += VCFG::lanes) {
 #pragma HLS PIPELINE II=1
-          for (int e = 0; e < VCFG::lanes; ++e)
-            if (i + e < D) acc[t][i + e] = acc[t][i + e] * corr;
+          if (i >= head_dim) break;
+          for (int e = 0; e < VCFG::lanes; ++e) acc[t][i + e] = acc[t][i + e] * corr;
         }
         // Values: acc += p_j v_j, LANES elements of the head per cycle.
         for (int j = 0; j < B; ++j) {
           if (j >= n) break;
           const float p = exp_table<VCFG::exp_table_bits>(s[j] - m_new);
           l[t] = l[t] + p;
-          for (int i = 0; i < D; i += VCFG::lanes) {
+          for (int i = 0; i < DL; i += VCFG::lanes) {
 #pragma HLS PIPELINE II=1
             if (i >= head_dim) break;
             for (int e = 0; e < VCFG::lanes; ++e)

@@ -9,6 +9,10 @@
 // proves: the data each process produces and consumes (values, order, counts). What it
 // does not prove: that the FIFO depths avoid deadlock and that the processes overlap in
 // hardware (the co-simulation and the dataflow viewer of Vitis HLS show that).
+// The C-simulation FIFO keeps its elements in one growing array and a read index, emptied
+// (capacity kept) when the consumer catches up: a region's streams allocate once, not per
+// element (a deque of 2 KB weight steps allocated a node per write); a consumer that never
+// catches up has the read half dropped once it passes kCompactAt elements.
 #ifdef __SYNTHESIS__
 #include "hls_stream.h"
 
@@ -21,7 +25,7 @@ using Fifo = hls::stream<T, DEPTH>;
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
+#include <vector>
 
 namespace kernels {
 
@@ -35,17 +39,24 @@ class Fifo {
 
   // Reading an empty FIFO would stall the hardware forever: C simulation stops there.
   T read() {
-    if (q_.empty()) {
+    if (empty()) {
       std::fprintf(stderr, "kernels::Fifo %s: read while empty (the hardware would deadlock)\n", name_);
       std::abort();
     }
-    T v = q_.front();
-    q_.pop_front();
+    T v = q_[head_++];
+    if (head_ == q_.size()) {
+      q_.clear();
+      head_ = 0;
+    } else if (head_ >= kCompactAt && 2 * head_ >= q_.size()) {
+      // A consumer that keeps pace without ever catching up: drop the read half.
+      q_.erase(q_.begin(), q_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
     return v;
   }
   void read(T& v) { v = read(); }
   bool read_nb(T& v) {
-    if (q_.empty()) return false;
+    if (empty()) return false;
     v = read();
     return true;
   }
@@ -56,13 +67,15 @@ class Fifo {
   }
   void operator>>(T& v) { read(v); }
   void operator<<(const T& v) { write(v); }
-  bool empty() const { return q_.empty(); }
+  bool empty() const { return head_ == q_.size(); }
   bool full() const { return false; }
-  std::size_t size() const { return q_.size(); }
+  std::size_t size() const { return q_.size() - head_; }
 
  private:
   const char* name_ = "(unnamed)";
-  std::deque<T> q_;
+  static constexpr std::size_t kCompactAt = 4096;
+  std::vector<T> q_;  // q_[head_ ..) are the unread elements, oldest first
+  std::size_t head_ = 0;
 };
 
 }  // namespace kernels
