@@ -184,6 +184,50 @@ TEST(RtlRequant, TiesToEvenAndSymmetricClamp) {
   }
 }
 
+// Ties inside the binary32 steps, built so that their rounding decides the code: with
+// x_scale = inv = 1, q = rne(fl(fl(acc) * w_scale)) and fl(...) lands on k + 1/2 exactly
+// only if the step rounds half to even; rounding half up would give k + 1 for even k.
+//   product ties: acc = A (small odd), w_scale = W with A * W = k + 1/2 + ulp/2 exactly;
+//   conversion ties: acc = 2^(24+j) + 2^j rounds to 2^(24+j), w_scale = (2k + 1) 2^-(25+j).
+// Expected by hand: round half to even of +-(k + 1/2), i.e. the even one of k, k + 1.
+TEST(RtlRequant, TiesInsideTheFloatSteps) {
+  std::mt19937 rng(77u);
+  std::uniform_int_distribution<int> kk(0, 126), aa(1, 31), sg(0, 1);
+  Case c;
+  std::vector<int> want;
+  while (c.acc.size() < 2048) {
+    const int k = kk(rng), sign = sg(rng) ? -1 : 1;
+    const double half = k + 0.5;
+    const double ulp = std::ldexp(1.0, std::ilogb(half) - 23);
+    const int a = 2 * aa(rng) + 1;
+    const double w = double(float((half + ulp / 2) / a));
+    if (w * a != half + ulp / 2) continue;  // (products of 24 x 6 bits are exact in double)
+    c.acc.push_back(sign * a);
+    c.w_scale.push_back(float(w));
+    want.push_back(sign * (k % 2 == 0 ? k : k + 1));
+  }
+  for (int j = 0; j < 6; ++j)
+    for (int k = 0; k < 127; k += 2)
+      for (int sign : {1, -1}) {
+        c.acc.push_back(sign * ((1 << (24 + j)) + (1 << j)));
+        c.w_scale.push_back(float(std::ldexp(2.0 * k + 1, -(25 + j))));
+        want.push_back(sign * k);
+      }
+  while (c.acc.size() % kLanes != 0) {
+    c.acc.push_back(0);
+    c.w_scale.push_back(1.0f);
+    want.push_back(0);
+  }
+  const rtl_tb::Requant rq{c.w_scale, 1.0f, 1.0f};
+  const std::vector<std::int8_t> model = rtl_tb::kernel_requant(c.acc, rq);
+  const RequantTrace r = run_requant(c, 1.0f, 1.0f, 0.0, 0.0, 5u);
+  ASSERT_EQ(r.q.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(int(model[i]), want[i]) << "C model, acc " << c.acc[i] << " w_scale " << c.w_scale[i];
+    ASSERT_EQ(int(r.q[i]), want[i]) << "RTL, acc " << c.acc[i] << " w_scale " << c.w_scale[i];
+  }
+}
+
 TEST(RtlRequant, FlippedGoldenBitFails) {
   const Case c = random_case(64 * kLanes, 7u);
   rtl_tb::Requant rq{c.w_scale, 3.1e-3f, 7.7e-4f};
