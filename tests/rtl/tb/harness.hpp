@@ -53,6 +53,19 @@ struct Stalls {
   unsigned seed = 1;
 };
 
+// Two clock cycles with the synchronous reset high, inputs as the caller set them.
+template <class Model>
+void reset(Model& top) {
+  top.rst = 1;
+  for (int i = 0; i < 2; ++i) {
+    top.clk = 0;
+    top.eval();
+    top.clk = 1;
+    top.eval();
+  }
+  top.rst = 0;
+}
+
 // A model with the requantizer's row-scale stream (fpgallm_matrix_unit_q8).
 template <class Model>
 constexpr bool kHasScales = requires(Model& m) { m.s_valid; };
@@ -65,8 +78,6 @@ Trace run(const Streams& s, const Stalls& stalls = {}) {
   std::mt19937 rng(stalls.seed);
   std::uniform_real_distribution<double> u(0, 1);
   Trace t;
-  top.clk = 0;
-  top.rst = 1;
   top.cfg_row_steps = s.row_steps;
   top.cfg_col_steps = s.col_steps;
   top.w_valid = 0;
@@ -77,13 +88,7 @@ Trace run(const Streams& s, const Stalls& stalls = {}) {
     top.cfg_inv_out_scale = s.inv_out_scale_bits;
     top.s_valid = 0;
   }
-  for (int i = 0; i < 2; ++i) {
-    top.clk = 0;
-    top.eval();
-    top.clk = 1;
-    top.eval();
-  }
-  top.rst = 0;
+  reset(top);
   std::size_t wi = 0, xi = 0, si = 0;
   const std::int64_t limit = 64 + 8 * std::int64_t(s.w_words.size() + s.golden.size()) * (stalls.w + stalls.y > 0 ? 8 : 1);
   for (std::int64_t cycle = 0; t.results.size() < s.golden.size(); ++cycle) {

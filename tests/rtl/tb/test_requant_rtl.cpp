@@ -86,15 +86,8 @@ RequantTrace run_requant(const Case& c, float x_scale, float out_scale, double g
   const std::size_t words = c.acc.size() / kLanes;
   top.cfg_x_scale = rtl_tb::float_bits(x_scale);
   top.cfg_inv_out_scale = rtl_tb::inv_out_scale_bits(out_scale);
-  top.rst = 1;
   top.a_valid = top.s_valid = top.q_ready = 0;
-  for (int i = 0; i < 2; ++i) {
-    top.clk = 0;
-    top.eval();
-    top.clk = 1;
-    top.eval();
-  }
-  top.rst = 0;
+  rtl_tb::reset(top);
   RequantTrace r;
   std::size_t ai = 0, si = 0;
   for (std::int64_t cycle = 0; r.q.size() < words * kLanes && cycle < 64 + 16 * std::int64_t(words); ++cycle) {
