@@ -5,6 +5,7 @@
 #include "cli/command.hpp"
 #include "util/output.hpp"
 #include "dse/dse.hpp"
+#include "hw/resources.hpp"
 
 #include "model/model.hpp"
 #include "quant/quant.hpp"
@@ -121,7 +122,10 @@ void run(const PlanArgs& a) {
                             "decode tokens/s", "joules per token"));
     fpgallm::write_file_atomic(a.svg, svg);
   }
+  // Resources by part, each marked checked against a synthesis mapping or model-only.
+  const hw::Utilization use = hw::estimate_resources(best.design, dev);
   if (a.json) {
+    out["resources"] = use;
     out["batch_tradeoff"] = batches;
     out["method"] = r.method;
     out["evaluated"] = r.evaluated;
@@ -140,6 +144,10 @@ void run(const PlanArgs& a) {
               d.name.c_str(), arch::to_string(d.style), d.matrix_unit.rows, d.matrix_unit.cols, d.matrix_unit.weight_bits,
               d.clock_mhz, d.tiling.tile_rows, d.tiling.tile_cols, d.parallel.cards, best.binding.c_str());
   std::printf("memory: %s\n", p.placement.c_str());
+  std::printf("resources by part:\n");
+  for (const auto& part : use.parts)
+    std::printf("  %-24s %9.0f LUT %9.0f FF %6.0f DSP  %s\n", part.name.c_str(), part.use.lut, part.use.ff, part.use.dsp,
+                part.checked.empty() ? "model only" : ("checked: " + part.checked).c_str());
   std::printf("batch %d, prompt %d, context %d\n", p.scenario.batch, p.scenario.prompt, p.scenario.context);
   std::printf("  prefill          %10.2f ms   (%.0f tokens/s)\n", 1e3 * p.prefill_s, p.prefill_tokens_per_s);
   std::printf("  decode step      %10.3f ms   (%.1f tokens/s)\n", 1e3 * p.decode_step_s, p.decode_tokens_per_s);

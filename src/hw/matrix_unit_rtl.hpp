@@ -13,6 +13,11 @@ namespace hw {
 // adder-tree stage per halving of the SIMD columns, the accumulator/output register.
 int rtl_matrix_unit_latency(const arch::MatrixUnit& mu);
 
+// Clock edges the requantizer (rtl/fpgallm_requant_i8.v, kernels::requantize_i8 in
+// binary32) adds after an accumulator word: int -> float, three multiplications, the
+// last one with the saturating rounding to int8.
+int rtl_requant_latency();
+
 // Cycle steps of one weight tile of `tile_rows` x `tile_cols` for `tokens` activation
 // vectors: tokens x ceil(tile_rows / rows) x ceil(tile_cols / cols) x ii, the schedule
 // the simulator and kernels/matrix_unit.hpp use. The RTL unit takes one weight word per

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "dse/dse.hpp"
@@ -165,6 +166,27 @@ TEST(Dse, PlanTakesAQuantizationPlan) {
   EXPECT_EQ(ja.at("matrix_unit").at("weight_bits"), 4);
   EXPECT_NEAR(ja.at("predicted").at("weight_bytes").get<double>(), jb.at("predicted").at("weight_bytes").get<double>(),
               1e-6 * jb.at("predicted").at("weight_bytes").get<double>());
+}
+
+// Must-show 5 of issue 16: the plan marks which resource figures a synthesis mapping
+// checked (the matrix unit on DSP48E2 fabric, docs/rtl.md) and which are model-only.
+TEST(Dse, PlanMarksCheckedAndModelOnlyResourceFigures) {
+  const auto j = testing_support::run_fpgallm("plan stories260k --device u280 --scheme w8a8 --json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const auto parts = nlohmann::json::parse(j.out).at("resources").at("parts");
+  std::map<std::string, std::string> checked;
+  for (const auto& p : parts) checked[p.at("name").get<std::string>()] = p.at("checked").get<std::string>();
+  ASSERT_TRUE(checked.count("matrix unit") && checked.count("vector unit"));
+  EXPECT_EQ(checked["matrix unit"], hw::kMatrixUnitChecked);
+  EXPECT_EQ(checked["vector unit"], "");
+  const auto t = testing_support::run_fpgallm("plan stories260k --device u280 --scheme w8a8");
+  ASSERT_EQ(t.status, 0) << t.err;
+  auto line_of = [&](const std::string& part) {
+    const auto at = t.out.find("  " + part + " ");
+    return at == std::string::npos ? std::string() : t.out.substr(at, t.out.find('\n', at) - at);
+  };
+  EXPECT_NE(line_of("matrix unit").find("checked: Yosys"), std::string::npos) << t.out;
+  EXPECT_NE(line_of("vector unit").find("model only"), std::string::npos) << t.out;
 }
 
 }  // namespace

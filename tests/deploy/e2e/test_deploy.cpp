@@ -111,6 +111,26 @@ TEST(Deploy, WritesEveryArtifactDeterministicallyAndTheReportRenders) {
   // (docs/accelerator.md states the bound: the vector unit's table exp and lane sums).
   EXPECT_LT(std::abs(v["accel_vs_simulated_rel"].get<double>()), 0.01);
   EXPECT_TRUE(summary["resources"]["fits"].get<bool>());
+  // Which resource figures a synthesis mapping checked (docs/rtl.md), in the summary and the
+  // report: the matrix unit against Yosys's, the vector unit and control model-only.
+  for (const auto& part : summary["resources"]["parts"]) {
+    const std::string name = part["name"].get<std::string>(), checked = part["checked"].get<std::string>();
+    if (name == "matrix unit") EXPECT_NE(checked.find("Yosys"), std::string::npos) << checked;
+    if (name == "vector unit" || name == "control") EXPECT_EQ(checked, "") << name;
+  }
+  {
+    const std::string page = read_bytes(dir + "/a/report.html");
+    const auto at = page.find("id=\"resource-checks\"");
+    ASSERT_NE(at, std::string::npos);
+    const auto model_only = page.find("Model only:", at);
+    ASSERT_NE(model_only, std::string::npos);
+    const std::string checked_list = page.substr(at, model_only - at);
+    const std::string model_list = page.substr(model_only, page.find("</p>", model_only) - model_only);
+    EXPECT_NE(checked_list.find("<li>matrix unit: Yosys"), std::string::npos) << checked_list;
+    EXPECT_NE(model_list.find("vector unit"), std::string::npos) << model_list;
+    EXPECT_NE(model_list.find("control"), std::string::npos) << model_list;
+    EXPECT_EQ(model_list.find("matrix unit"), std::string::npos) << model_list;
+  }
   // No prediction beats the design's own peak arithmetic rate.
   const auto& p = summary["predicted"];
   EXPECT_GT(p["decode_tokens_per_s"].get<double>(), 0);

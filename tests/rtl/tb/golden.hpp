@@ -44,7 +44,11 @@ struct Streams {
   std::vector<std::vector<std::uint8_t>> w_words;  // PE*SIMD fields each: int8 bytes or int4 nibbles
   std::vector<std::vector<std::int8_t>> x_words;   // SIMD activations each
   std::vector<std::int64_t> tile_steps;            // weight words of each tile, in tile order
-  std::vector<std::vector<std::int32_t>> golden;   // expected result words, PE accumulators each
+  std::vector<std::vector<std::int32_t>> golden;   // expected result words, PE accumulators (or int8 codes) each
+  // fpgallm_matrix_unit_q8 only: row-scale words (binary32 bits, one per result word) and
+  // the requantizer's configuration.
+  std::vector<std::vector<std::uint32_t>> s_words;
+  std::uint32_t x_scale_bits = 0, inv_out_scale_bits = 0;
 };
 
 namespace detail {
@@ -159,6 +163,53 @@ Streams make_streams(const Problem& p) {
       }
     }
   }
+  return s;
+}
+
+// The requantizer's configuration and row scales (rtl/fpgallm_requant_i8.v), the arguments
+// of kernels::requantize_i8.
+struct Requant {
+  std::vector<float> w_scale;  // [rows]
+  float x_scale = 1.0f, out_scale = 1.0f;
+};
+
+inline std::uint32_t float_bits(float f) { return kernels::float_to_bits(f); }
+
+// The configuration word cfg_inv_out_scale: the reciprocal requantize_i8 computes once per
+// call (it is not part of the per-row datapath, so the RTL takes it as configuration).
+inline std::uint32_t inv_out_scale_bits(float out_scale) {
+  return float_bits(out_scale == 0.0f ? 0.0f : 1.0f / out_scale);
+}
+
+// int8 codes of requantize_i8 for accumulators acc[rows] (the C model).
+inline std::vector<std::int8_t> kernel_requant(const std::vector<std::int32_t>& acc, const Requant& rq) {
+  constexpr int kMaxRows = 1 << 14;
+  if (acc.size() > std::size_t(kMaxRows)) throw std::logic_error("kernel_requant: too many rows");
+  std::vector<std::int8_t> q(acc.size());
+  kernels::requantize_i8<kMaxRows>(q.data(), acc.data(), rq.w_scale.data(), rq.x_scale, rq.out_scale, int(acc.size()));
+  return q;
+}
+
+// Streams of fpgallm_matrix_unit_q8 (int8 weights, whole rows): the unit's weight and
+// activation words, one row-scale word per result word, and as golden words the int8
+// codes requantize_i8 gives for the kernel's accumulators (padding rows: 0).
+template <int PE, int SIMD, int TILE_ROWS, int TILE_COLS>
+Streams make_streams_q8(const Problem& p, const Requant& rq) {
+  Streams s = make_streams<PE, SIMD, 8, TILE_ROWS, TILE_COLS, 0>(p);
+  std::vector<std::int32_t> acc(p.rows);
+  for (int r = 0; r < p.rows; ++r) acc[r] = s.golden[r / PE][r % PE];
+  const std::vector<std::int8_t> q = kernel_requant(acc, rq);
+  for (std::size_t i = 0; i < s.golden.size(); ++i) {
+    std::vector<std::uint32_t> sw(PE, 0);
+    for (int k = 0; k < PE; ++k) {
+      const int r = int(i) * PE + k;
+      s.golden[i][k] = r < p.rows ? q[r] : 0;
+      if (r < p.rows) sw[k] = float_bits(rq.w_scale[r]);
+    }
+    s.s_words.push_back(sw);
+  }
+  s.x_scale_bits = float_bits(rq.x_scale);
+  s.inv_out_scale_bits = inv_out_scale_bits(rq.out_scale);
   return s;
 }
 

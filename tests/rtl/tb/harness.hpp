@@ -1,6 +1,7 @@
 #pragma once
-// Drives a Verilated fpgallm_matrix_unit with the streams of golden.hpp, one clock at a
-// time, and records every transfer with its cycle number.
+// Drives a Verilated fpgallm_matrix_unit (or fpgallm_matrix_unit_q8, which adds the row-scale
+// stream s and int8 result words) with the streams of golden.hpp, one clock at a time, and
+// records every transfer with its cycle number.
 #include <verilated.h>
 
 #include <cstdint>
@@ -52,20 +53,10 @@ struct Stalls {
   unsigned seed = 1;
 };
 
-template <class Model, int PE, int SIMD, int WBITS>
-Trace run(const Streams& s, const Stalls& stalls = {}) {
-  VerilatedContext ctx;
-  Model top{&ctx};
-  std::mt19937 rng(stalls.seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  Trace t;
-  top.clk = 0;
+// Two clock cycles with the synchronous reset high, inputs as the caller set them.
+template <class Model>
+void reset(Model& top) {
   top.rst = 1;
-  top.cfg_row_steps = s.row_steps;
-  top.cfg_col_steps = s.col_steps;
-  top.w_valid = 0;
-  top.x_valid = 0;
-  top.y_ready = 0;
   for (int i = 0; i < 2; ++i) {
     top.clk = 0;
     top.eval();
@@ -73,7 +64,32 @@ Trace run(const Streams& s, const Stalls& stalls = {}) {
     top.eval();
   }
   top.rst = 0;
-  std::size_t wi = 0, xi = 0;
+}
+
+// A model with the requantizer's row-scale stream (fpgallm_matrix_unit_q8).
+template <class Model>
+constexpr bool kHasScales = requires(Model& m) { m.s_valid; };
+
+// OUT_BITS: bits per row of a result word (32: accumulators, 8: int8 codes), sign-extended.
+template <class Model, int PE, int SIMD, int WBITS, int OUT_BITS = 32>
+Trace run(const Streams& s, const Stalls& stalls = {}) {
+  VerilatedContext ctx;
+  Model top{&ctx};
+  std::mt19937 rng(stalls.seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  Trace t;
+  top.cfg_row_steps = s.row_steps;
+  top.cfg_col_steps = s.col_steps;
+  top.w_valid = 0;
+  top.x_valid = 0;
+  top.y_ready = 0;
+  if constexpr (kHasScales<Model>) {
+    top.cfg_x_scale = s.x_scale_bits;
+    top.cfg_inv_out_scale = s.inv_out_scale_bits;
+    top.s_valid = 0;
+  }
+  reset(top);
+  std::size_t wi = 0, xi = 0, si = 0;
   const std::int64_t limit = 64 + 8 * std::int64_t(s.w_words.size() + s.golden.size()) * (stalls.w + stalls.y > 0 ? 8 : 1);
   for (std::int64_t cycle = 0; t.results.size() < s.golden.size(); ++cycle) {
     if (cycle > limit) {
@@ -85,6 +101,11 @@ Trace run(const Streams& s, const Stalls& stalls = {}) {
     top.w_valid = wv;
     top.x_valid = xv;
     top.y_ready = u(rng) >= stalls.y;
+    if constexpr (kHasScales<Model>) {
+      top.s_valid = si < s.s_words.size() && u(rng) >= stalls.x;
+      if (si < s.s_words.size())
+        for (int q = 0; q < PE; ++q) set_field(top.s_data, q * 32, 32, s.s_words[si][q]);
+    }
     if (wi < s.w_words.size())
       for (int f = 0; f < PE * SIMD; ++f) set_field(top.w_data, f * WBITS, WBITS, s.w_words[wi][f]);
     if (xi < s.x_words.size())
@@ -92,9 +113,14 @@ Trace run(const Streams& s, const Stalls& stalls = {}) {
     top.clk = 0;
     top.eval();
     const bool wfire = top.w_valid && top.w_ready, xfire = top.x_valid && top.x_ready;
+    bool sfire = false;
+    if constexpr (kHasScales<Model>) sfire = top.s_valid && top.s_ready;
     if (top.y_valid && top.y_ready) {
       std::vector<std::int32_t> word(PE);
-      for (int q = 0; q < PE; ++q) word[q] = static_cast<std::int32_t>(get_field(top.y_data, q * 32, 32));
+      for (int q = 0; q < PE; ++q) {
+        const std::uint64_t v = get_field(top.y_data, q * OUT_BITS, OUT_BITS);
+        word[q] = OUT_BITS == 32 ? static_cast<std::int32_t>(v) : static_cast<std::int32_t>(static_cast<std::int8_t>(v));
+      }
       t.results.push_back(word);
       t.y_cycles.push_back(cycle);
     }
@@ -103,6 +129,7 @@ Trace run(const Streams& s, const Stalls& stalls = {}) {
     top.eval();
     wi += wfire;
     xi += xfire;
+    si += sfire;
   }
   top.final();
   return t;
