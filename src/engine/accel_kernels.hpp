@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "arch/units.hpp"
 #include "kernels/attention.hpp"
 
 namespace engine::accel {
@@ -16,7 +17,6 @@ inline constexpr int kMaxRows = 1 << 18;    // output features (vocabularies up 
 inline constexpr int kMaxCols = 1 << 16;    // input features
 inline constexpr int kMaxDim = 1 << 16;     // vector-unit vector length
 inline constexpr int kMaxHeadDim = 256;
-inline constexpr int kKvBlock = 64;         // KV positions per attention block
 inline constexpr int kMaxContext = 1 << 20;
 inline constexpr int kMaxHeads = 256;
 

@@ -19,7 +19,7 @@ AttentionKernels<BITS> attention_instance() {
 template <int LANES, int EXP_BITS>
 VectorKernels instance() {
   using V = kernels::VectorUnitConfig<LANES, EXP_BITS, kMaxDim>;
-  using A = kernels::AttentionConfig<V, kMaxHeadDim, kKvBlock, kMaxTokens, kMaxContext, kMaxHeads>;
+  using A = kernels::AttentionConfig<V, kMaxHeadDim, arch::kKvBlock, kMaxTokens, kMaxContext, kMaxHeads>;
   VectorKernels k;
   k.rmsnorm = &kernels::rmsnorm<V>;
   k.quantize_dynamic = &kernels::quantize_dynamic<V>;

@@ -111,7 +111,43 @@ void remove_registered() {
     if (g_slots[i].state.load() == 2 && g_slots[i].kind == kEmptyDir) remove_slot(g_slots[i]);
 }
 
+// Set once an output reaches its destination (not a file inside a temporary folder): from
+// then on the run is past the point of no return, and a terminating signal lets it finish
+// (every output written, normal exit) rather than leave some outputs and not others.
+std::atomic<bool> g_output_committed{false};
+
+bool inside_temporary_folder(const std::string& path) {
+  for (const Slot& s : g_slots)
+    if (s.state.load() == 2 && s.kind == kTree) {
+      const std::size_t n = std::strlen(s.path);
+      if (path.size() > n && path.compare(0, n, s.path) == 0 && path[n] == '/') return true;
+    }
+  return false;
+}
+
+// Terminating signals wait while an output is renamed into place and marked committed.
+class SignalsDeferred {
+ public:
+  SignalsDeferred() {
+    sigset_t set;
+    ::sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaddset(&set, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~SignalsDeferred() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SignalsDeferred(const SignalsDeferred&) = delete;
+  SignalsDeferred& operator=(const SignalsDeferred&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+void mark_committed(const std::string& path) {
+  if (!inside_temporary_folder(path)) g_output_committed.store(true);
+}
+
 extern "C" void on_terminating_signal(int sig) {
+  if (g_output_committed.load()) return;
   const int saved = errno;
   remove_registered();
   struct sigaction dfl {};
@@ -234,6 +270,7 @@ void set_output_force(bool force) { g_force = force; }
 bool output_force() { return g_force; }
 
 void install_interrupt_cleanup() {
+  g_output_committed.store(false);  // a run starts: nothing of it is in place yet
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // e.g. nohup
@@ -473,6 +510,7 @@ void OutputFile::commit() {
   }
   fd_ = -1;
   const bool exists = check_existing(path_, OutputKind::file);
+  const SignalsDeferred deferred;
   if (exists) {
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) throw InputError(path_, "cannot write: " + errno_text(errno));
   } else if (!rename_noreplace(tmp_, path_)) {
@@ -480,6 +518,7 @@ void OutputFile::commit() {
     throw InputError(path_, "cannot write: " + errno_text(errno));
   }
   unregister_path(slot_);
+  mark_committed(path_);
   fsync_parent(path_);
 }
 
@@ -525,6 +564,7 @@ void OutputFolder::commit() {
   }
   fsync_parent(tmp_ + "/.");
   const bool exists = check_existing(path_, OutputKind::folder);
+  const SignalsDeferred deferred;
   if (!exists) {
     if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) != 0) {
       if (errno == EEXIST || errno == ENOTEMPTY)
@@ -547,6 +587,7 @@ void OutputFolder::commit() {
     }
   }
   parents_.keep();
+  mark_committed(path_);
   fsync_parent(path_);
 }
 

@@ -7,6 +7,8 @@
 //    temporary beside it (same folder, so the last step is one rename), fsynced first;
 //  - a failure, SIGINT, SIGTERM or SIGHUP removes temporaries and the folders made for
 //    them (a signal handler that unlinks registered paths, then re-raises the signal);
+//    once an output is renamed into place, a later signal lets the run finish instead,
+//    so an interrupted run leaves either nothing or every output;
 //  - of two processes writing one output, exactly one wins (a lock taken before the
 //    work, and a rename that never replaces what appeared meanwhile).
 // Every refusal is an InputError naming the output path.
@@ -22,7 +24,8 @@ enum class OutputKind { file, folder };
 void set_output_force(bool force);  // --force: an existing file (never an input) may be replaced
 bool output_force();
 
-// Installs the SIGINT/SIGTERM/SIGHUP handler that removes registered temporaries.
+// Installs the SIGINT/SIGTERM/SIGHUP handler that removes registered temporaries; a run
+// starts here (the point of no return is the first output of the run put in place).
 void install_interrupt_cleanup();
 
 // Remembers a path this process reads (files and folders); outputs may never name one.

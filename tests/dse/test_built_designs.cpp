@@ -3,6 +3,7 @@
 // it and emit writes its project on its own shape, with no substitution.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -124,3 +125,23 @@ TEST(BuiltDesigns, PlannedDesignsRunInTheCSimulationAndEmit) {
 }
 
 }  // namespace
+
+// As a user would: synthesize stories15m, plan it for the U280, emit the planned design and
+// run the project's own C simulation against its golden vectors.
+TEST(BuiltDesigns, PlannedStories15mProjectPassesItsTestbench) {
+  using testing_support::run_fpgallm;
+  const std::string dir = testing_support::scratch_dir("built_15m_csim");
+  ASSERT_EQ(run_fpgallm("synth --preset stories15m --seed 7 -o " + dir + "/m.bin").status, 0);
+  const auto plan = run_fpgallm("plan " + dir + "/m.bin --device u280 -o " + dir + "/d.json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const auto emit = run_fpgallm("emit " + dir + "/m.bin --design " + dir + "/d.json -o " + dir + "/proj --golden-steps 1",
+                                300);
+  ASSERT_EQ(emit.status, 0) << emit.err;
+  const std::string log = dir + "/csim.log";
+  const int status =
+      std::system(("make -s -C " + dir + "/proj csim CXXFLAGS='-std=c++14 -O1' >" + log + " 2>&1").c_str());
+  const std::string out = testing_support::read_bytes(log);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("one layer (block 0): 288 values bit-exact"), std::string::npos) << out;
+  EXPECT_NE(out.find("decode step 1 logits: 32000 values bit-exact"), std::string::npos) << out;
+}

@@ -121,4 +121,56 @@ TEST(Output, SigintRemovesTemporariesAndTheFoldersMadeForThem) {
   EXPECT_EQ(safety::hash_tree(d), "") << safety::hash_tree(d);
 }
 
+// Once an output is in place the run is past the point of no return: a signal then lets
+// it finish (every output written, normal exit), never leaves some outputs and not others.
+// A file committed inside a temporary folder is not such a point.
+TEST(Output, SigintAfterAnOutputIsInPlaceLetsTheRunFinish) {
+  const std::string d = testing_support::scratch_dir("out-sigint-late");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    fpgallm::install_interrupt_cleanup();
+    {
+      fpgallm::OutputFolder folder(d + "/dep");
+      fpgallm::OutputFile inner(folder.dir() + "/inner.bin");
+      write(inner, "inside the temporary folder");
+      inner.commit();
+      fpgallm::OutputFile first(d + "/first.gguf");
+      write(first, "first");
+      first.commit();
+      ::raise(SIGINT);
+      fpgallm::OutputFile second(d + "/second.json");
+      write(second, "second");
+      second.commit();
+      folder.commit();
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (const char* f : {"/first.gguf", "/second.json", "/dep/inner.bin"}) EXPECT_TRUE(fs::exists(d + f)) << f;
+  EXPECT_TRUE(safety::debris(d).empty()) << safety::debris(d).front();
+
+  // The same signal before the first output is in place (only the folder's inner file
+  // committed) ends the run and leaves nothing.
+  const std::string e = testing_support::scratch_dir("out-sigint-early");
+  const pid_t early = ::fork();
+  if (early == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    fpgallm::install_interrupt_cleanup();
+    fpgallm::OutputFolder folder(e + "/dep");
+    fpgallm::OutputFile inner(folder.dir() + "/inner.bin");
+    write(inner, "inside the temporary folder");
+    inner.commit();
+    ::raise(SIGINT);
+    ::_exit(3);
+  }
+  ::waitpid(early, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_EQ(safety::hash_tree(e), "") << safety::hash_tree(e);
+}
+
 }  // namespace
