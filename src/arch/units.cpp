@@ -87,7 +87,12 @@ void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, B
   w.stream_compute = slowest_compute;
   w.stream_fill = depth;
   // The stream moves in bursts; each channel's FIFO holds 64 words (one burst of 4 KB).
-  w.pieces = std::max<std::int64_t>(1, std::min<std::int64_t>(beats, 256));
+  // The kernel frees FIFO space word by word; the simulator moves pieces of 8 words per
+  // channel (an eighth of each FIFO), so that several are in flight and the request
+  // latency stays hidden as in the kernel. With pieces of half the FIFOs only two would
+  // be in flight and each would wait for its request again (llama2-7b's matmuls ~30%
+  // slower than their DATAFLOW region).
+  w.pieces = std::max<std::int64_t>(1, ceil_div(beats, 8));
   w.piece_buffer_bytes = ceil_div(bytes, w.pieces);
   w.double_buffered = true;
   w.streaming = true;
@@ -158,15 +163,28 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   std::int64_t blocks_seen = 0;  // (query, block) pairs: one rescale each
   for (int t = 0; t < in.tokens; ++t) blocks_seen += ceil_div(in.pos + t + 1, kKvBlock);
   const double key_bytes = double(hd) * kv_elem;
-  const double per_key_load = r.kv_latency + bound(double(beat), key_bytes, r.kv);
+  // Per head, per block of kKvBlock keys: the int8 scales of its keys (one per cycle on
+  // the scale bundles), then its K and V rows as one flattened pipelined loop of
+  // keys x beats, lanes elements per beat of each widened KV bundle; each loop waits for
+  // one request latency. Full blocks, then the last (possibly shorter) one.
+  const std::int64_t blocks = ceil_div(keys, kKvBlock), last_keys = keys - (blocks - 1) * kKvBlock;
+  const bool int8 = d.kv_bits == 8;
+  auto block_load = [&](std::int64_t n) { return r.kv_latency + bound(double(n * beat), n * key_bytes, r.kv); };
+  auto scale_load = [&](std::int64_t n) { return int8 ? r.kv_latency + bound(double(n), n * 4.0, r.kv) : 0.0; };
   const double heads = in.heads;
-  b.loop("attention: load K, V of one key", beat, 1, 0, keys * in.heads, per_key_load * keys * heads,
-         "one request per key on each KV bundle, lanes elements per beat");
+  auto all_blocks = [&](auto load) { return blocks > 0 ? (double(blocks - 1) * load(kKvBlock) + load(last_keys)) * heads : 0.0; };
+  const double scales = all_blocks(scale_load), loads = all_blocks(block_load);
+  if (int8)
+    b.loop("attention: load K, V scales of one block", kKvBlock, 1, 0, blocks * in.heads, scales,
+           "one request per block on each scale bundle, one scale per cycle; the last block has the remaining keys");
+  b.loop("attention: load K, V of one block", kKvBlock * beat, 1, 0, blocks * in.heads, loads,
+         "one request per block on each KV bundle, keys x beats flattened, lanes elements per beat; "
+         "the last block has the remaining keys");
   b.simple("attention: dot (scores)", beat, pairs * in.heads);
   b.simple("attention: rescale acc", beat, blocks_seen * in.heads);
   b.simple("attention: acc += p v", beat, pairs * in.heads);
   b.simple("attention: store", hd, std::int64_t(in.tokens) * in.heads);
-  w.body_cycles = per_key_load * keys * heads +
+  w.body_cycles = scales + loads +
                   double(beat) * double(2 * pairs + blocks_seen) * heads + double(hd) * in.tokens * heads;
   w.kv_read_bytes = 2 * std::int64_t(key_bytes) * keys * in.heads;
   w.macs = 2 * pairs * in.heads * hd;

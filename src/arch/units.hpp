@@ -29,9 +29,10 @@
 //   kv_store     k and v of every KV head: int8 = max |x| and codes (two lane passes),
 //                binary16/fp32 one element per cycle; writes are posted.
 //   attention    kernels::attention: per query head, per block of kKvBlock positions, the
-//                K and V of each key (one request per key, lanes elements per beat of the
-//                widened KV bundles), then per query the scores (one lane-wide dot per
-//                key), the rescale of the accumulator, acc += p v per key; the store.
+//                block's int8 scales (one request, one per cycle), then the K and V of all
+//                its keys as one flattened loop (one request per block, lanes elements per
+//                beat of the widened KV bundles), then per query the scores (one lane-wide
+//                dot per key), the rescale of the accumulator, acc += p v per key; the store.
 //                It runs on the vector unit; the matrix unit is idle.
 //   residual_add, swiglu, gelu: one lane pass.
 //   host         token ids in and the logits out over PCIe (embed, classifier).

@@ -170,6 +170,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
   constexpr int DL = (D + VCFG::lanes - 1) / VCFG::lanes * VCFG::lanes;
   float kblk[B][DL], vblk[B][DL];
   float m[Q], l[Q], acc[Q][DL], s[B];
+  float kscale[B], vscale[B];  // the block's int8 scales (unused for other formats)
 #pragma HLS ARRAY_PARTITION variable=kblk dim=2 cyclic factor=VCFG::lanes
 #pragma HLS ARRAY_PARTITION variable=vblk dim=2 cyclic factor=VCFG::lanes
 #pragma HLS ARRAY_PARTITION variable=acc dim=2 cyclic factor=VCFG::lanes
@@ -194,22 +195,37 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
     for (int b = 0; b < ACFG::max_blocks; ++b) {
       const int p0 = b * B;
       if (p0 > last_key) break;
-      // Load stage: one block of keys and values, dequantized to fp32.
-      for (int j = 0; j < B; ++j) {
-        if (p0 + j > last_key) break;
-        const long row = static_cast<long>(p0 + j) * cache.kv_dim + kvh * head_dim;
-        const long srow = detail::kv_scale_index<KV_BITS>(p0 + j, cache.kv_heads, kvh);
-        // LANES consecutive elements of a key and of a value per cycle (one wide beat of
-        // each KV bundle: the top declares them with max_widen_bitwidth=512).
-        for (int i = 0; i < DL; i += VCFG::lanes) {
+      // Load stage: the block's keys and values into kblk, vblk in fp32, one pipelined
+      // loop per bundle group so that the request latency is paid once per block, not
+      // once per key: first the int8 scales of the block's keys (their own bundles), then
+      // the K and V rows, LANES consecutive elements of a key and of a value per cycle
+      // (one wide beat of each KV bundle: the top declares them with max_widen_bitwidth=512),
+      // key after key, as one flattened loop.
+      const int nb = last_key - p0 + 1 < B ? last_key - p0 + 1 : B;
+      if (KV_BITS == 8) {
+        for (int j = 0; j < B; ++j) {
 #pragma HLS PIPELINE II=1
-          if (i >= head_dim) break;
-          for (int e = 0; e < VCFG::lanes; ++e) {
-            if (i + e < head_dim) {
-              kblk[j][i + e] = detail::kv_read(cache.k + row, cache.k_scale + srow, i + e);
-              vblk[j][i + e] = detail::kv_read(cache.v + row, cache.v_scale + srow, i + e);
-            }
+          if (j >= nb) break;
+          const long srow = detail::kv_scale_index<KV_BITS>(p0 + j, cache.kv_heads, kvh);
+          kscale[j] = cache.k_scale[srow];
+          vscale[j] = cache.v_scale[srow];
+        }
+      }
+      int key = 0, col = 0;
+      for (int x = 0; x < B * (DL / VCFG::lanes); ++x) {
+#pragma HLS PIPELINE II=1
+        if (key >= nb) break;
+        const long row = static_cast<long>(p0 + key) * cache.kv_dim + kvh * head_dim;
+        for (int e = 0; e < VCFG::lanes; ++e) {
+          if (col + e < head_dim) {
+            kblk[key][col + e] = detail::kv_read(cache.k + row, kscale + key, col + e);
+            vblk[key][col + e] = detail::kv_read(cache.v + row, vscale + key, col + e);
           }
+        }
+        col += VCFG::lanes;
+        if (col >= head_dim) {
+          col = 0;
+          ++key;
         }
       }
       // Compute stage: every query of the step against this block.
