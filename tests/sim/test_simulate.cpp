@@ -50,6 +50,24 @@ double op_busy(const sim::OpReport& o, const std::string& prefix) {
 //    per layer;
 //  - a decode matmul keeps the matrix unit busy for its slowest compute process, the
 //    gather: groups x max(8 beats, 3 steps) cycles, plus the pipeline depth (8) once.
+// Memory latency and finite buffers only ever add time: the full simulation is never
+// faster than the idealized one (no latency, unbounded buffers), in decode and prefill.
+TEST(SimLowering, LatencyAndBuffersNeverSpeedUpAStep) {
+  const auto cfg = preset("stories110m");
+  const auto d = u280_design();
+  for (arch::Stage stage : {arch::Stage::decode, arch::Stage::prefill}) {
+    sim::Options o;
+    o.stage = stage;
+    o.context = 300;
+    o.prompt = 64;
+    const auto full = sim::simulate(cfg, d, hw::find_device("u280"), o);
+    o.idealized = true;
+    const auto ideal = sim::simulate(cfg, d, hw::find_device("u280"), o);
+    EXPECT_GE(full.seconds, ideal.seconds * (1 - 1e-9)) << int(stage);
+    EXPECT_GT(full.seconds, ideal.seconds) << int(stage) << ": the latency of the requests shows";
+  }
+}
+
 TEST(SimLowering, DecodeMovesEveryByteOnceAndCountsMacCycles) {
   const auto cfg = preset("stories110m");
   const auto d = u280_design();
