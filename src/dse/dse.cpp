@@ -431,7 +431,7 @@ void to_json(nlohmann::json& j, const DeviceResult& r) {
                            {"style", arch::to_string(c.design.style)},
                            {"macs", c.design.matrix_unit.rows * c.design.matrix_unit.cols},
                            {"decode_tokens_per_s", c.prediction.decode_tokens_per_s},
-                           {"joules_per_token", c.prediction.joules_per_token}});
+                           {"joules_per_token", perf::known_or_null(c.prediction.joules_per_token)}});
 }
 
 void to_json(nlohmann::json& j, const Exploration& e) { j = {{"devices", e.devices}, {"advice", e.advice}}; }

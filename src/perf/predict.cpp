@@ -816,6 +816,9 @@ void to_json(nlohmann::json& j, const OpTime& o) {
        {"bound", to_string(o.bound)}};
 }
 
+// Power and energy are null where the device has no power figure: unknown, never 0.
+nlohmann::json known_or_null(double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
 nlohmann::json summary_json(const Prediction& p) {
   nlohmann::json j = {{"target", p.target},
                       {"device", p.device},
@@ -837,8 +840,8 @@ nlohmann::json summary_json(const Prediction& p) {
                       {"prefill_tokens_per_s", p.prefill_tokens_per_s},
                       {"decode_step_s", p.decode_step_s},
                       {"decode_tokens_per_s", p.decode_tokens_per_s},
-                      {"watts", p.watts},
-                      {"joules_per_token", p.joules_per_token},
+                      {"watts", known_or_null(p.watts)},
+                      {"joules_per_token", known_or_null(p.joules_per_token)},
                       {"usd_per_mtoken", p.usd_per_mtoken},
                       {"assumptions", p.assumptions},
                       {"notes", p.notes}};
