@@ -285,13 +285,6 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   info.weight_channels = std::max(1, design.memory.weight_channels);
   info.unroll_budget = std::max({design.matrix_unit.rows, design.matrix_unit.cols, design.vector_unit.lanes,
                                  kernels::kWordBytes, info.weight_channels});
-  if (design.style != arch::Style::overlay)
-    info.notes.push_back(fmt::format(
-        "design style \"{}\": emitted as the overlay (one set of units, weights streamed from off-chip memory); "
-        "a layer-per-unit dataflow kernel with resident weights is not generated",
-        arch::to_string(design.style)));
-  if (design.buffers.kv_bytes > 0)
-    info.notes.push_back("the design keeps the KV cache on chip; the emitted kernel keeps it in off-chip memory");
   const arch::Design golden = backend_design(design);
   if (auto p = engine::accel_problems(qm, golden); !p.empty()) throw fpgallm::InputError("design", p.front());
   info.context = std::min(design.context, kernel_config.seq_len);
