@@ -52,8 +52,8 @@ namespace arch {
 // Positions of one attention block (kernels::AttentionConfig KV_BLOCK): the accelerator
 // backend's and the emitted kernel's attention unit.
 inline constexpr int kKvBlock = 64;
-// int32 words of one encoded instruction (the emitted overlay's kWords).
-inline constexpr int kInstructionWords = 16;
+// int32 words of one encoded instruction (src/arch/isa.hpp).
+inline constexpr int kInstructionWords = fpgallm_isa::kWords;
 
 // What the ports deliver, in bytes per cycle of the design clock, sustained (memory
 // efficiency applied), and their request latencies in cycles. Computed from the device

@@ -712,7 +712,7 @@ std::string makefile(const ProjectInfo& p) {
       "FPGALLM_SOURCE ?=\n"
       "BUILD := build/$(TARGET)\nXO := $(BUILD)/$(KERNEL).xo\nXCLBIN := $(BUILD)/$(KERNEL).xclbin\n"
       "KERNEL_SOURCES := src/fpgallm_overlay.cpp src/fpgallm_overlay.hpp src/fpgallm_config.hpp src/overlay.hpp "
-      "$(wildcard src/kernels/*.hpp)\n\n"
+      "src/fpgallm_isa.hpp $(wildcard src/kernels/*.hpp)\n\n"
       ".PHONY: all csim check sw_emu hw_emu hw xclbin host run hls clean check-platform\n"
       "all: csim\n\n"
       "csim: build/testbench\n\t./build/testbench .\n\n"
@@ -824,7 +824,7 @@ every size at run time from the instruction words, bounded by the compile-time s
   instruction loop, and the DATAFLOW region of a matmul (read one channel per process ->
   gather PE x SIMD steps -> multiply (kernels::matrix_vector_w8a8, II=1) -> requantize and store).
   `src/overlay.hpp` the per-instruction processes, `src/kernels/` the kernels (C++14),
-  `src/fpgallm_config.hpp` the sizes.
+  `src/fpgallm_config.hpp` the sizes, `src/fpgallm_isa.hpp` the instruction encoding.
 - `data/weights_chNN.bin` the weights of channel NN: every matrix as PE x SIMD steps in the
   order the matrix unit reads them, word w of a matrix on channel w mod @CHANNELS@ (@CHANNELWORDS@
   512-bit words per channel); `data/row_scales.bin` fp32 row scales per row fold;
