@@ -137,6 +137,7 @@ std::string config_header(const ProjectInfo& p) {
 // The kernels' config-struct pattern: every size of this instance as a compile-time constant.
 // Loop bounds and on-chip arrays are sized for @MODEL@; the run-time sizes come from the
 // instruction words, so the testbench runs the golden model (@GOLDENMODEL@) on this kernel.
+#include "fpgallm_isa.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/matrix_unit.hpp"
 #include "kernels/vector_unit.hpp"
@@ -174,7 +175,7 @@ struct FpgallmConfig {
 constexpr long kChannelWords = @CHANNELWORDS@;  // each of the @CHANNELS@ weight channels (512-bit words)
 constexpr long kScaleWords = @SCALEWORDS@;      // row scales (16 floats per word)
 constexpr long kParamWords = @PARAMWORDS@;      // embedding, norm gains, RoPE table (16 floats per word)
-constexpr long kProgramWords = @GOLDENINSTRUCTIONS@L * 16;
+constexpr long kProgramWords = @GOLDENINSTRUCTIONS@L * fpgallm_isa::kWords;
 constexpr int kGoldenInstructions = @GOLDENINSTRUCTIONS@;
 // The golden model's KV cache (testbench and host).
 constexpr long kKvElements = @GOLDENLAYERS@L * FpgallmConfig::context * @GOLDENKVDIM@;
@@ -636,7 +637,7 @@ Banks banks_of(const ProjectInfo& p) {
   }
   const hw::MemoryPool& pool = p.device->memory.front();
   const int channels = std::max(1, int(pool.channels.or_else(1)));
-  const bool hbm = pool.kind.rfind("HBM", 0) == 0;
+  const bool hbm = pool.is_hbm();
   const std::string kind = hbm ? "HBM" : "DDR";
   auto bank = [&](int index) { return fmt::format("{}[{}]", kind, index % channels); };
   if (hbm) {
