@@ -139,6 +139,7 @@ std::vector<std::string> Design::kernel_gaps() const {
   need(mu.ii == 1, fmt::format("matrix_unit.ii: {} (the kernels pipeline the matrix unit at II=1)", mu.ii));
   need(weight_sparsity == 0, fmt::format("weight_sparsity: {} (the kernels compute every weight)", weight_sparsity));
   need(fuse_attention, "fuse_attention: false (the attention kernel runs scores, softmax and values in one pass)");
+  need(!fuse_norm_matmul, "fuse_norm_matmul: true (the kernels run the norm as its own vector-unit instruction)");
   return p;
 }
 

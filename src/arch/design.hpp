@@ -106,7 +106,9 @@ struct Design {
   int batch = 1;
   int context = 512;                // maximum context the KV cache is sized for
   int kv_bits = 8;                  // KV cache element: 8 = int8 (scale per position and head), 16 = fp16, 32 = fp32
-  bool fuse_norm_matmul = true;     // RMSNorm folded into the following matmul's input stage
+  // RMSNorm folded into the following matmul's input stage (published overlays); fpgallm's
+  // kernels run the norm as its own vector-unit instruction.
+  bool fuse_norm_matmul = false;
   bool fuse_attention = true;       // scores, softmax and value product in one pass
   double weight_sparsity = 0.0;     // fraction of weights skipped (0 = dense)
   StoredWeights weights;
