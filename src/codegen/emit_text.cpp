@@ -778,7 +778,7 @@ std::string readme(const ProjectInfo& p) {
   std::string resources;
   if (p.device) {
     try {
-      const hw::Utilization u = hw::estimate_resources(p.design, *p.device);
+      const hw::Utilization u = hw::estimate_resources(p.design, *p.device, {&p.config});
       resources = "| resource | predicted | available | ceiling |\n|---|---:|---:|---:|\n";
       for (const auto& l : u.lines)
         resources += fmt::format("| {} | {:.0f} | {:.0f} | {:.0f} ({:.0f}% used) |\n", hw::to_string(l.resource), l.used,

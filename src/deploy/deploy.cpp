@@ -185,7 +185,7 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   design_json["predicted"].erase("assumptions");
   design_json["assumptions"] = pick->prediction.assumptions;
   fpgallm::write_file_atomic(dir + "/design.json", design_json.dump(2) + "\n");
-  const hw::Utilization use = hw::estimate_resources(design, dev);
+  const hw::Utilization use = hw::estimate_resources(design, dev, {&c});
 
   // 4. simulate decode at the design's context and a prefill of the scenario's prompt.
   begin("simulate");

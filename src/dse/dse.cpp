@@ -253,13 +253,13 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
             ++r.evaluated;
             hw::Utilization use;
             try {
-              use = hw::estimate_resources(d, dev);
+              use = hw::estimate_resources(d, dev, {&req.config});
               double worst = 0;
               for (const auto& line : use.lines)
                 if (line.ceiling > 0) worst = std::max(worst, line.used / line.ceiling);
               if (use.fits && worst > 0.75) {  // routing congestion: the clock drops
                 d.clock_mhz = std::round(clock_mhz * 0.85);
-                use = hw::estimate_resources(d, dev);
+                use = hw::estimate_resources(d, dev, {&req.config});
               }
             } catch (const fpgallm::InputError& e) {
               r.why_not.push_back(e.what());

@@ -136,6 +136,23 @@ class Unit {
   Part part_;
 };
 
+// quantize_static's lane (vector_unit.hpp:173): x * inv, then saturate_round_i8
+// (numerics.hpp:39-44): 3 compares, + magic, - magic, to int.
+Ops quantize_codes_ops() {
+  Ops o;
+  o.fmul = 1;
+  o.fadd = 2;
+  o.fcmp = 3;
+  o.fptosi = 1;
+  return o;
+}
+// max_abs's lane (vector_unit.hpp:116-117): |x| (a sign bit) and one compare.
+Ops max_abs_ops() {
+  Ops o;
+  o.fcmp = 1;
+  return o;
+}
+
 // Adder bits of one row of the MAC array: a binary tree over `cols` products of `product_bits`
 // bits (level l: cols / 2^l adders of product_bits + l bits) and the 32-bit accumulator.
 double row_adder_bits(int cols, int product_bits) {
@@ -268,13 +285,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
          rms_sites + "; src/kernels/vector_unit.hpp:69-77,132-135");
     // quantize: 4 call sites, each quantize_static (fixed scale) and quantize_dynamic
     // (max_abs + quantize_static): two quantize_static loops and one max_abs loop.
-    Ops qstatic;  // x * inv, then saturate_round_i8: 3 compares, + magic, - magic, to int
-    qstatic.fmul = 1;
-    qstatic.fadd = 2;
-    qstatic.fcmp = 3;
-    qstatic.fptosi = 1;
-    Ops maxabs;
-    maxabs.fcmp = 1;
+    const Ops qstatic = quantize_codes_ops(), maxabs = max_abs_ops();
     Ops q_scalar;  // 1 / scale, max / 127, scale == 0
     q_scalar.fdiv = 1;
     q_scalar.fcmp = 1;
@@ -352,16 +363,9 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     u.fp("scalar part", 1, scalar, "one core of each kind (sequential region: scores / sqrt(d), exp_table, l) [assumption]",
          "src/kernels/attention.hpp:179,242-247,256-257");
     if (d.kv_bits == 8) {  // kv_store: quantize_dynamic of k and of v (two call sites of kv_write)
-      Ops qstatic;
-      qstatic.fmul = 1;
-      qstatic.fadd = 2;
-      qstatic.fcmp = 3;
-      qstatic.fptosi = 1;
-      Ops maxabs;
-      maxabs.fcmp = 1;
-      u.fp("kv_store codes", 2.0 * lanes, qstatic, "2 call sites (k, v) x " + L,
+      u.fp("kv_store codes", 2.0 * lanes, quantize_codes_ops(), "2 call sites (k, v) x " + L,
            "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:168-174");
-      u.fp("kv_store max |x|", 2.0 * lanes, maxabs, "2 call sites (k, v) x " + L,
+      u.fp("kv_store max |x|", 2.0 * lanes, max_abs_ops(), "2 call sites (k, v) x " + L,
            "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:110-121");
     }
     const int dl = round_up(std::max(2, k.head_dim), lanes);
