@@ -255,9 +255,8 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   for (const auto& l : use.lines)
     util_rows.push_back({{"resource", hw::to_string(l.resource)}, {"used", l.used}, {"available", l.available},
                          {"ceiling", l.ceiling}, {"fits", l.fits()}});
-  // Which parts' figures were checked against a synthesis mapping and which are model-only.
-  json parts_checked = json::array();
-  for (const auto& p : use.parts) parts_checked.push_back({{"name", p.name}, {"checked", p.checked}});
+  // Every part (unit) with its counts, its terms, and whether a synthesis mapping checked it.
+  const json parts_checked = json(use)["parts"];
   const perf::Prediction& pred = pick->prediction;
   json summary = {
       {"model", {{"file", fs::path(o.model).filename().string()}, {"config", c}}},

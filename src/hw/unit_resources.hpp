@@ -8,7 +8,8 @@
 //   - fp32 operators as the Vitis HLS cores they become at its default bindings (fadd/fsub
 //     full DSP, fmul max DSP, fdiv/fsqrt/conversions/compares in fabric), one core per
 //     operation of a pipelined loop's body (unrolled lanes included), one per function call
-//     site (Vitis instantiates a called function once per call site);
+//     site (UG1399 "pragma HLS allocation": four calls of a function are four RTL instances
+//     unless ALLOCATION limits them; the kernels have no ALLOCATION);
 //   - memories from the real array partitions: banks x depth x width, each bank its own
 //     block RAM or LUTRAM (UG573 aspect ratios); no URAM (no BIND_STORAGE asks for it);
 //   - AXI masters as emitted: one adapter per m_axi bundle of the top's INTERFACE pragmas.
