@@ -2,7 +2,13 @@
 // comments): what the emitted kernels instantiate, unit by unit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <regex>
+#include <set>
+#include <vector>
+
 #include "arch/design.hpp"
+#include "codegen/emit_text.hpp"
 #include "hw/device.hpp"
 #include "hw/power.hpp"
 #include "hw/resources.hpp"
@@ -273,6 +279,32 @@ TEST(UnitResources, RtlMatrixUnitPacksAndIsChecked) {
   EXPECT_EQ(mu.use.dsp, 4 * 8 + 16 * hw::fp_core("fmul").dsp);  // + the HLS store stage's requantizers
   const hw::Utilization h = hw::estimate_resources(config_a(), hw::find_device("u280"), {&m});
   EXPECT_EQ(part(h, "matrix unit").checked, "");
+}
+
+// The memory ports and the activation arrays against the emitted top itself: the distinct
+// m_axi bundles of its INTERFACE pragmas, and the arrays partitioned by CFG::partition.
+TEST(UnitResources, PortsAndArraysAsTheEmittedTopDeclaresThem) {
+  for (const arch::Design& d : {config_a(), config_b()}) {
+    codegen::ProjectInfo p;
+    p.config = p.golden = small_model();
+    p.design = d;
+    p.weight_channels = d.memory.weight_channels;
+    const std::string top = codegen::top_source(p);
+    std::set<std::string> bundles;
+    const std::regex bundle("INTERFACE m_axi [^\n]*bundle=(\\w+)");
+    for (auto it = std::sregex_iterator(top.begin(), top.end(), bundle); it != std::sregex_iterator(); ++it)
+      bundles.insert((*it)[1].str());
+    const auto u = units_of(d);
+    EXPECT_EQ(term(unit(u, "memory ports"), "m_axi adapters").count, double(bundles.size()));
+    const std::regex partitioned("ARRAY_PARTITION variable=\\w+ cyclic factor=CFG::partition");
+    const auto arrays = std::distance(std::sregex_iterator(top.begin(), top.end(), partitioned), std::sregex_iterator());
+    const int partition = std::max({d.matrix_unit.rows, d.vector_unit.lanes, 16});
+    double banks = 0;
+    for (const auto& t : unit(u, "on-chip activations").terms) banks += t.count;
+    EXPECT_EQ(banks, double(arrays) * partition);
+    const std::regex fifo("kernels::Fifo<");
+    EXPECT_EQ(std::distance(std::sregex_iterator(top.begin(), top.end(), fifo), std::sregex_iterator()), 3);  // channel[], steps, acc
+  }
 }
 
 TEST(Resources, OversizedMatrixUnitDoesNotFit) {
