@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <regex>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "arch/design.hpp"
@@ -13,6 +14,7 @@
 #include "hw/power.hpp"
 #include "hw/resources.hpp"
 #include "hw/unit_resources.hpp"
+#include "model/presets.hpp"
 #include "util/error.hpp"
 
 namespace {
@@ -42,19 +44,10 @@ arch::Design small_design() {
   return d;
 }
 
-// The model the two small configurations are sized for: stories260K's shape (dim 64,
-// hidden 172, 8 heads of 8, 4 KV heads, vocab 512), so q_dim 64, kv_dim 32.
-model::Config small_model() {
-  model::Config c;
-  c.name = "stories260K-shape";
-  c.dim = 64;
-  c.hidden_dim = 172;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.vocab_size = 512;
-  c.n_layers = 5;
-  return c;
-}
+// The model the two small configurations are sized for: stories260K (dim 64, hidden 172,
+// 8 heads of 8, 4 KV heads, vocab 512, so q_dim 64, kv_dim 32; the hand counts below use
+// these, checked in ConfigurationAByHand).
+model::Config small_model() { return model::find_preset("stories260k").value(); }
 
 // Configuration A: an 8 x 8 matrix unit, 8 lanes, one weight channel, 64-entry exp tables.
 arch::Design config_a() {
@@ -113,6 +106,8 @@ TEST(UnitResources, FpCoresAtVitisDefaultBindings) {
 
 // Configuration A counted by hand from the kernel source.
 TEST(UnitResources, ConfigurationAByHand) {
+  const model::Config sm = small_model();
+  ASSERT_EQ(std::make_tuple(sm.dim, sm.hidden_dim, sm.n_heads, sm.n_kv_heads, sm.vocab_size), std::make_tuple(64, 172, 8, 4, 512));
   const auto u = units_of(config_a());
   const double fadd = hw::fp_core("fadd").dsp, fmul = hw::fp_core("fmul").dsp;  // 2, 3
   // Matrix unit (the emitted matmul_region).
