@@ -399,7 +399,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
                fmt::format("{} array(s) x partition = max(rows, lanes, 16) = {} banks; {} words each ({})", a.copies,
                            partition, a.words, k.source),
                "src/codegen/emit_text.cpp:276-290 (static float arrays, ARRAY_PARTITION cyclic factor=CFG::partition; "
-               "PARTITION at :100)");
+               "PARTITION at :103)");
     units.push_back(u.done());
   }
 
@@ -408,7 +408,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   // outstanding x burst beats (UG1399 'Controlling AXI4 Burst Behavior', 'M_AXI Resources').
   {
     Unit u("memory ports", dsp58);
-    const int burst = std::clamp(d.memory.burst_bytes / 64, 1, 256);
+    const int burst = arch::burst_beats(d);
     const int bundles = channels + 7;
     u.term("m_axi adapters", bundles, Resources{kAxiAdapterLut, kAxiAdapterFf, 0, 0, 0},
            fmt::format("{} bundles: {} weight (gmem_w00..) + host, scales, params, kv_k, kv_v, kv_k_scale, kv_v_scale "
@@ -423,7 +423,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
                          beats, bram18_for_bank(width, (long long)outstanding * beats)),
              src);
     };
-    buffer("weight read buffers", channels, 512, 16, burst,
+    buffer("weight read buffers", channels, 512, arch::kWeightReadsOutstanding, burst,
            "src/codegen/emit_text.cpp:220-221 (max_read_burst_length=burst_bytes/64, num_read_outstanding=16)");
     buffer("scales, params read buffers", 2, 512, kAxiDefaultOutstanding, burst,
            "src/codegen/emit_text.cpp:268-269 (FloatWord: 512 bits, max_read_burst_length=burst_bytes/64)");
