@@ -134,6 +134,11 @@ std::vector<std::string> Design::kernel_gaps() const {
   need(compute_units == 1, fmt::format("compute_units: {} (the kernels build one compute unit)", compute_units));
   need(host_ops.empty(), "host_ops: the accelerator backend runs every operator on the fabric");
   need(!host_launch_per_layer, "host_launch_per_layer: the accelerator backend runs the whole model from one instruction list");
+  need(style == Style::overlay, "style: dataflow (the kernels build the overlay: one set of units, weights streamed from off-chip memory)");
+  need(buffers.kv_bytes == 0, fmt::format("buffers.kv_bytes: {} (the kernels keep the KV cache in off-chip memory; 0)", buffers.kv_bytes));
+  need(mu.ii == 1, fmt::format("matrix_unit.ii: {} (the kernels pipeline the matrix unit at II=1)", mu.ii));
+  need(weight_sparsity == 0, fmt::format("weight_sparsity: {} (the kernels compute every weight)", weight_sparsity));
+  need(fuse_attention, "fuse_attention: false (the attention kernel runs scores, softmax and values in one pass)");
   return p;
 }
 

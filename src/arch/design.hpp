@@ -22,6 +22,20 @@ enum class Phase { inference, train };
 // a Vitis RTL kernel; docs/rtl.md).
 enum class MatrixUnitImpl { hls, rtl };
 
+// Cycles from the first operands entering the HLS matrix unit to its first result: the
+// unrolled dot product of `cols` int8 products in kernels::matrix_vector_w8a8 pipelined as
+// one cycle to read the weight and activation words from their streams, three in the
+// DSP48E2 multiplier with its A/B, M and P registers (UG579's fully pipelined multiplier),
+// one per level of the adder tree over the `cols` products, one to add into the
+// accumulator and one to write the result stream. An estimate from the loop's structure;
+// only the Vitis HLS schedule report (the loop's iteration latency) confirms it. The RTL
+// unit's measured latency (hw::rtl_matrix_unit_latency) is one cycle less.
+constexpr int hls_matrix_unit_depth(int cols) {
+  int levels = 0;
+  while ((1 << levels) < cols) ++levels;
+  return 1 + 3 + levels + 1 + 1;
+}
+
 struct MatrixUnit {
   MatrixUnitImpl impl = MatrixUnitImpl::hls;
   int rows = 32;          // output features computed in parallel (PE)
@@ -30,7 +44,7 @@ struct MatrixUnit {
   int act_bits = 8;       // activation operand width: 4, 8 or 16 (the kernels implement 8)
   int acc_bits = 32;      // accumulator width
   int ii = 1;             // initiation interval of the MAC pipeline (cycles per tile step)
-  int pipeline_depth = 8; // cycles from first operand in to first result out
+  int pipeline_depth = hls_matrix_unit_depth(32);  // cycles from first operand in to first result out
 };
 
 struct VectorUnit {

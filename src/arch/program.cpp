@@ -11,39 +11,17 @@ namespace arch {
 const char* to_string(Stage s) { return s == Stage::prefill ? "prefill" : "decode"; }
 
 const char* to_string(Op op) {
-  switch (op) {
-    case Op::embed: return "embed";
-    case Op::norm: return "norm";
-    case Op::quantize: return "quantize";
-    case Op::matmul: return "matmul";
-    case Op::rope: return "rope";
-    case Op::kv_store: return "kv_store";
-    case Op::attention: return "attention";
-    case Op::residual_add: return "residual_add";
-    case Op::swiglu: return "swiglu";
-    case Op::gelu: return "gelu";
-  }
-  return "?";
+#define FPGALLM_ISA_OP_NAME(name) #name,
+  static const char* const names[] = {FPGALLM_ISA_OPS(FPGALLM_ISA_OP_NAME)};
+#undef FPGALLM_ISA_OP_NAME
+  return int(op) >= 0 && int(op) < fpgallm_isa::op_count ? names[int(op)] : "?";
 }
 
 const char* to_string(Buf b) {
-  switch (b) {
-    case Buf::none: return "none";
-    case Buf::token: return "token";
-    case Buf::x: return "x";
-    case Buf::xb: return "xb";
-    case Buf::xb2: return "xb2";
-    case Buf::q: return "q";
-    case Buf::k: return "k";
-    case Buf::v: return "v";
-    case Buf::att: return "att";
-    case Buf::hb: return "hb";
-    case Buf::hb2: return "hb2";
-    case Buf::logits: return "logits";
-    case Buf::kv_cache: return "kv_cache";
-    case Buf::weights: return "weights";
-  }
-  return "?";
+#define FPGALLM_ISA_BUF_NAME(name) #name,
+  static const char* const names[] = {FPGALLM_ISA_BUFS(FPGALLM_ISA_BUF_NAME)};
+#undef FPGALLM_ISA_BUF_NAME
+  return int(b) >= 0 && int(b) < fpgallm_isa::buf_count ? names[int(b)] : "?";
 }
 
 const char* to_string(MemGroup g) {

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "arch/isa.hpp"
 #include "arch/design.hpp"
 #include "model/config.hpp"
 #include "model/model.hpp"
@@ -29,21 +30,12 @@ namespace arch {
 // Which step of inference a program runs.
 enum class Stage { prefill, decode };
 
-enum class Op {
-  embed,         // token ids -> x: rows of the embedding table (weights memory)
-  norm,          // RMSNorm (or LayerNorm) of `in` with the layer's gain -> `out`, fp32
-  quantize,      // fp32 `in` -> int8 `in` (per-token dynamic or static scale), vector unit
-  matmul,        // `out`[tokens][rows] = W[rows][cols] · `in`[tokens][cols] on the matrix unit
-  rope,          // rotary embedding of q and k (in place), vector unit
-  kv_store,      // k, v of the new tokens -> KV cache (kv memory)
-  attention,     // q · K^T, online softmax, · V over the KV cache -> `out`
-  residual_add,  // `out` += `in`
-  swiglu,        // `out` = silu(`out`) * `in` (gate in hb, up in hb2)
-  gelu,          // `out` = gelu(`out`)
-};
-
-// On-chip activation buffers (and the two off-chip regions an instruction may name).
-enum class Buf { none, token, x, xb, xb2, q, k, v, att, hb, hb2, logits, kv_cache, weights };
+// The operations and buffers of the instruction set (src/arch/isa.hpp: what each does, and
+// the encoding the emitted kernel decodes), numbered as encoded.
+#define FPGALLM_ISA_NAME(name) name,
+enum class Op { FPGALLM_ISA_OPS(FPGALLM_ISA_NAME) };
+enum class Buf { FPGALLM_ISA_BUFS(FPGALLM_ISA_NAME) };
+#undef FPGALLM_ISA_NAME
 
 // The memory channel group an instruction's off-chip traffic uses (design.memory.*_channels).
 enum class MemGroup { none, weights, kv, activations, host };

@@ -53,8 +53,8 @@ namespace arch {
 // Positions of one attention block (kernels::AttentionConfig KV_BLOCK): the accelerator
 // backend's and the emitted kernel's attention unit.
 inline constexpr int kKvBlock = 64;
-// int32 words of one encoded instruction (the emitted overlay's kWords).
-inline constexpr int kInstructionWords = 16;
+// int32 words of one encoded instruction (src/arch/isa.hpp).
+inline constexpr int kInstructionWords = fpgallm_isa::kWords;
 // The emitted m_axi bundles of the weights and the parameters: bursts of burst_bytes in
 // 512-bit beats (1 to 256, the AXI4 limit), and the weight bundles' outstanding reads.
 inline int burst_beats(const Design& d) { return std::clamp(d.memory.burst_bytes / 64, 1, 256); }

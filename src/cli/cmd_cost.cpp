@@ -62,7 +62,10 @@ void fill_inputs(CostArgs& a) {
         throw fpgallm::InputError(a.from, fmt::format("cards: {} is not a whole number of cards in 1..4096", v.dump()));
       cards = v.get<int>();
     }
-    const double watts = positive("watts"), tps = positive("decode_tokens_per_s");
+    if (p->at("watts").is_null() && !(a.watts > 0))
+      throw fpgallm::InputError(a.from, "watts: unknown for this device (no power figure); give --watts");
+    const double watts = p->at("watts").is_null() ? a.watts * cards : positive("watts");
+    const double tps = positive("decode_tokens_per_s");
     if (a.cards <= 0) a.cards = cards;
     if (!(a.watts > 0)) a.watts = watts / cards;
     if (!a.throughput) a.throughput = tps / cards;

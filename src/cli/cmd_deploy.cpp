@@ -56,11 +56,15 @@ void run(DeployArgs& a) {
   std::printf("  design         %dx%d MACs at %.0f MHz, %s\n", s["design"]["matrix_unit"]["rows"].get<int>(),
               s["design"]["matrix_unit"]["cols"].get<int>(), s["design"]["clock_mhz"].get<double>(),
               s["design"]["style"].get<std::string>().c_str());
-  std::printf("  predicted      %.1f tokens/s decode, %.2f ms to first token, %.1f W, %.3f mJ/token\n",
-              p["decode_tokens_per_s"].get<double>(), 1e3 * p["prefill_s"].get<double>(), p["watts"].get<double>(),
-              1e3 * p["joules_per_token"].get<double>());
+  const std::string power = p["watts"].is_number()
+                                ? fmt::format("{:.1f} W, {:.3f} mJ/token", p["watts"].get<double>(),
+                                              1e3 * p["joules_per_token"].get<double>())
+                                : std::string("power unknown");
+  std::printf("  predicted      %.1f tokens/s decode, %.2f ms to first token, %s\n",
+              p["decode_tokens_per_s"].get<double>(), 1e3 * p["prefill_s"].get<double>(), power.c_str());
   std::printf("  simulated      %.1f tokens/s decode\n", s["simulated"]["decode"]["tokens_per_s"].get<double>());
-  std::printf("  greedy sample  %d of %d tokens as the fp32 model\n", s["verify"]["greedy_same_as_fp32"].get<int>(),
+  // One differing token changes every later one: the figure is the length of the common prefix.
+  std::printf("  greedy sample  the first %d of %d tokens equal the fp32 model's\n", s["verify"]["greedy_same_as_fp32"].get<int>(),
               s["verify"]["greedy_tokens"].get<int>());
   for (const auto& st : r.steps) std::printf("  step %-10s %.2f s\n", st.name.c_str(), st.seconds);
   std::printf("report: %s/report.html\n", r.out_dir.c_str());

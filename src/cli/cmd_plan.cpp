@@ -94,7 +94,7 @@ void run(const PlanArgs& a) {
     const perf::Prediction pb = perf::predict(db, dev, perf::lower(rb.config, rb.precision, rb.scenario));
     if (!pb.fits_memory) break;
     batches.push_back({{"batch", b}, {"decode_step_ms", 1e3 * pb.decode_step_s}, {"decode_tokens_per_s", pb.decode_tokens_per_s},
-                       {"joules_per_token", pb.joules_per_token}, {"placement", pb.placement}});
+                       {"joules_per_token", perf::known_or_null(pb.joules_per_token)}, {"placement", pb.placement}});
   }
   nlohmann::json out = best.design;
   out["model"] = req.config.name;
@@ -164,8 +164,9 @@ void run(const PlanArgs& a) {
   std::printf("\nbatch trade-off of this design (same context):\n  %6s %14s %14s %12s  %s\n", "batch", "step ms",
               "tokens/s", "J/token", "memory");
   for (const auto& b : batches)
-    std::printf("  %6d %14.3f %14.1f %12.3g  %s\n", b["batch"].get<int>(), b["decode_step_ms"].get<double>(),
-                b["decode_tokens_per_s"].get<double>(), b["joules_per_token"].get<double>(),
+    std::printf("  %6d %14.3f %14.1f %12s  %s\n", b["batch"].get<int>(), b["decode_step_ms"].get<double>(),
+                b["decode_tokens_per_s"].get<double>(),
+                b["joules_per_token"].is_number() ? fmt::format("{:.3g}", b["joules_per_token"].get<double>()).c_str() : "unknown",
                 b["placement"].get<std::string>().c_str());
   if (moe.moe) {
     std::printf("\n");

@@ -29,9 +29,7 @@ namespace codegen {
 
 namespace {
 
-constexpr int kWords = 16;
-enum Field { f_op, f_layer, f_rows, f_cols, f_heads, f_kv_heads, f_head_dim, f_in, f_out, f_weight_bits, f_group,
-             f_weight_beat, f_scale_word, f_aux, f_static_scale, f_flags };
+using namespace fpgallm_isa;  // the instruction word layout (src/arch/isa.hpp)
 
 std::string bytes_of(const void* p, std::size_t n) { return std::string(static_cast<const char*>(p), n); }
 template <class T>
@@ -285,13 +283,6 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   info.weight_channels = std::max(1, design.memory.weight_channels);
   info.unroll_budget = std::max({design.matrix_unit.rows, design.matrix_unit.cols, design.vector_unit.lanes,
                                  kernels::kWordBytes, info.weight_channels});
-  if (design.style != arch::Style::overlay)
-    info.notes.push_back(fmt::format(
-        "design style \"{}\": emitted as the overlay (one set of units, weights streamed from off-chip memory); "
-        "a layer-per-unit dataflow kernel with resident weights is not generated",
-        arch::to_string(design.style)));
-  if (design.buffers.kv_bytes > 0)
-    info.notes.push_back("the design keeps the KV cache on chip; the emitted kernel keeps it in off-chip memory");
   const arch::Design golden = backend_design(design);
   if (auto p = engine::accel_problems(qm, golden); !p.empty()) throw fpgallm::InputError("design", p.front());
   info.context = std::min(design.context, kernel_config.seq_len);
@@ -359,6 +350,7 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
       write(tmp, std::string("src/kernels/") + k, read_text(kernels / k), files);
     write(tmp, "src/overlay.hpp", read_text(fs::path(fpgallm::source_dir()) / "src/codegen/templates/overlay.hpp"),
           files);
+    write(tmp, "src/fpgallm_isa.hpp", read_text(fs::path(fpgallm::source_dir()) / "src/arch/isa.hpp"), files);
     write(tmp, "src/fpgallm_config.hpp", config_header(info), files);
     write(tmp, "src/fpgallm_overlay.cpp", top_source(info), files);
     write(tmp, "src/fpgallm_overlay.hpp", top_header(info), files);

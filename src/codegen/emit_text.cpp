@@ -138,6 +138,7 @@ std::string config_header(const ProjectInfo& p) {
 // The kernels' config-struct pattern: every size of this instance as a compile-time constant.
 // Loop bounds and on-chip arrays are sized for @MODEL@; the run-time sizes come from the
 // instruction words, so the testbench runs the golden model (@GOLDENMODEL@) on this kernel.
+#include "fpgallm_isa.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/matrix_unit.hpp"
 #include "kernels/vector_unit.hpp"
@@ -175,7 +176,7 @@ struct FpgallmConfig {
 constexpr long kChannelWords = @CHANNELWORDS@;  // each of the @CHANNELS@ weight channels (512-bit words)
 constexpr long kScaleWords = @SCALEWORDS@;      // row scales (16 floats per word)
 constexpr long kParamWords = @PARAMWORDS@;      // embedding, norm gains, RoPE table (16 floats per word)
-constexpr long kProgramWords = @GOLDENINSTRUCTIONS@L * 16;
+constexpr long kProgramWords = @GOLDENINSTRUCTIONS@L * fpgallm_isa::kWords;
 constexpr int kGoldenInstructions = @GOLDENINSTRUCTIONS@;
 // The golden model's KV cache (testbench and host).
 constexpr long kKvElements = @GOLDENLAYERS@L * FpgallmConfig::context * @GOLDENKVDIM@;
@@ -637,7 +638,7 @@ Banks banks_of(const ProjectInfo& p) {
   }
   const hw::MemoryPool& pool = p.device->memory.front();
   const int channels = std::max(1, int(pool.channels.or_else(1)));
-  const bool hbm = pool.kind.rfind("HBM", 0) == 0;
+  const bool hbm = pool.is_hbm();
   const std::string kind = hbm ? "HBM" : "DDR";
   auto bank = [&](int index) { return fmt::format("{}[{}]", kind, index % channels); };
   if (hbm) {
@@ -713,7 +714,7 @@ std::string makefile(const ProjectInfo& p) {
       "FPGALLM_SOURCE ?=\n"
       "BUILD := build/$(TARGET)\nXO := $(BUILD)/$(KERNEL).xo\nXCLBIN := $(BUILD)/$(KERNEL).xclbin\n"
       "KERNEL_SOURCES := src/fpgallm_overlay.cpp src/fpgallm_overlay.hpp src/fpgallm_config.hpp src/overlay.hpp "
-      "$(wildcard src/kernels/*.hpp)\n\n"
+      "src/fpgallm_isa.hpp $(wildcard src/kernels/*.hpp)\n\n"
       ".PHONY: all csim check sw_emu hw_emu hw xclbin host run hls clean check-platform\n"
       "all: csim\n\n"
       "csim: build/testbench\n\t./build/testbench .\n\n"
@@ -825,7 +826,7 @@ every size at run time from the instruction words, bounded by the compile-time s
   instruction loop, and the DATAFLOW region of a matmul (read one channel per process ->
   gather PE x SIMD steps -> multiply (kernels::matrix_vector_w8a8, II=1) -> requantize and store).
   `src/overlay.hpp` the per-instruction processes, `src/kernels/` the kernels (C++14),
-  `src/fpgallm_config.hpp` the sizes.
+  `src/fpgallm_config.hpp` the sizes, `src/fpgallm_isa.hpp` the instruction encoding.
 - `data/weights_chNN.bin` the weights of channel NN: every matrix as PE x SIMD steps in the
   order the matrix unit reads them, word w of a matrix on channel w mod @CHANNELS@ (@CHANNELWORDS@
   512-bit words per channel); `data/row_scales.bin` fp32 row scales per row fold;

@@ -247,8 +247,8 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
                         {"name", d.name},
                         {"decode_tokens_per_s", g.decode_tokens_per_s},
                         {"prefill_s", g.prefill_s},
-                        {"watts", g.watts},
-                        {"joules_per_token", g.joules_per_token},
+                        {"watts", perf::known_or_null(g.watts)},
+                        {"joules_per_token", perf::known_or_null(g.joules_per_token)},
                         {"usd_per_mtoken", g.usd_per_mtoken}});
   }
   json util_rows = json::array();

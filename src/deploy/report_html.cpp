@@ -40,6 +40,11 @@ using report::number;
 
 std::string num(double v, int digits = 4) { return number(v, digits); }
 
+// A power or energy figure of a prediction (null where the device has none) in `unit`.
+std::string power_figure(const nlohmann::json& v, double scale, const char* unit) {
+  return v.is_number() ? fmt::format("{} {}", num(scale * v.get<double>(), 3), unit) : std::string("unknown");
+}
+
 std::string row(std::initializer_list<std::string> cells, bool header = false) {
   std::string s = "<tr>";
   for (const auto& c : cells) s += header ? "<th>" + c + "</th>" : "<td>" + c + "</td>";
@@ -166,8 +171,8 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
   h += fmt::format("<div class=\"kpi\">predicted decode<b id=\"decode-tps\">{} tokens/s</b></div>", num(p["decode_tokens_per_s"].get<double>()));
   h += fmt::format("<div class=\"kpi\">simulated decode<b id=\"sim-decode-tps\">{} tokens/s</b></div>", num(simd["tokens_per_s"].get<double>()));
   h += fmt::format("<div class=\"kpi\">time to first token ({} tokens)<b>{} ms</b></div>", p["prompt"].get<int>(), num(1e3 * p["prefill_s"].get<double>()));
-  h += fmt::format("<div class=\"kpi\">board power<b id=\"watts\">{} W</b></div>", num(p["watts"].get<double>(), 3));
-  h += fmt::format("<div class=\"kpi\">energy<b id=\"joules\">{} mJ/token</b></div>", num(1e3 * p["joules_per_token"].get<double>(), 3));
+  h += fmt::format("<div class=\"kpi\">board power<b id=\"watts\">{}</b></div>", power_figure(p["watts"], 1, "W"));
+  h += fmt::format("<div class=\"kpi\">energy<b id=\"joules\">{}</b></div>", power_figure(p["joules_per_token"], 1e3, "mJ/token"));
   h += fmt::format("<div class=\"kpi\">held-out perplexity (accelerator)<b id=\"accel-ppl\">{:.4f}</b></div>", v["accel_perplexity"].get<double>());
   h += "</div>\n";
   h += why_differ(s);
@@ -328,12 +333,11 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
   h += "<h2>Against GPUs (same workload)</h2>\n<table id=\"gpus\">\n" +
        row({"target", "decode tokens/s", "time to first token", "board power", "energy per token", "USD per M tokens"}, true);
   h += row({"<b>" + esc(str(s["device"]["name"])) + "</b> (this design)", num(p["decode_tokens_per_s"].get<double>()),
-            fmt::format("{} ms", num(1e3 * p["prefill_s"].get<double>())), fmt::format("{} W", num(p["watts"].get<double>(), 3)),
-            fmt::format("{} mJ", num(1e3 * p["joules_per_token"].get<double>(), 3)),
+            fmt::format("{} ms", num(1e3 * p["prefill_s"].get<double>())), power_figure(p["watts"], 1, "W"), power_figure(p["joules_per_token"], 1e3, "mJ"),
             p["usd_per_mtoken"].get<double>() > 0 ? num(p["usd_per_mtoken"].get<double>(), 3) : "n/a"});
   for (const auto& g : s["gpu_baselines"])
     h += row({esc(str(g["name"])), num(g["decode_tokens_per_s"].get<double>()), fmt::format("{} ms", num(1e3 * g["prefill_s"].get<double>())),
-              fmt::format("{} W", num(g["watts"].get<double>(), 3)), fmt::format("{} mJ", num(1e3 * g["joules_per_token"].get<double>(), 3)),
+              power_figure(g["watts"], 1, "W"), power_figure(g["joules_per_token"], 1e3, "mJ"),
               g["usd_per_mtoken"].get<double>() > 0 ? num(g["usd_per_mtoken"].get<double>(), 3) : "n/a"});
   h += "</table>\n";
 

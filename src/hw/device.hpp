@@ -39,6 +39,8 @@ struct MemoryPool {
   Figure bandwidth_gbps;            // GB/s, theoretical peak of the whole pool
   Figure channels;                  // HBM pseudo-channels or DDR banks usable as AXI ports
   Figure channel_bandwidth_gbps;    // GB/s per channel
+
+  bool is_hbm() const { return kind.rfind("HBM", 0) == 0; }
 };
 
 // FPGA fabric resources (whole device or one region).

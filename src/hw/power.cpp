@@ -74,7 +74,7 @@ Power estimate_power(const arch::Design& d, const Device& dev, const Utilization
   p.dsp_w = (mac_dsp * a.mac_busy + vector_dsp * a.vector_busy) * *c.dsp_uw_per_mhz * mhz * uw;
   p.bram_w = (use.total.bram36 * *c.bram36_uw_per_mhz + use.total.uram * *c.uram_uw_per_mhz) * mhz * a.bram_busy * uw;
   p.logic_w = use.total.lut * *c.lut_uw_per_mhz * mhz * toggle_scale * uw;
-  const bool hbm = !dev.memory.empty() && dev.memory.front().kind.rfind("HBM", 0) == 0;
+  const bool hbm = !dev.memory.empty() && dev.memory.front().is_hbm();
   const Figure& pj = hbm ? c.hbm_pj_per_bit : c.ddr_pj_per_bit;
   p.memory_w = a.offchip_bytes_per_s * 8 * *pj * 1e-12;
   p.total_w = p.static_w + p.dsp_w + p.bram_w + p.logic_w + p.memory_w;

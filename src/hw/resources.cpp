@@ -87,8 +87,6 @@ constexpr Resources kFinnEth{35219, 86269, 0, 91.5, 0};
 
 int ceil_log2(double x) { return x <= 1 ? 0 : int(std::ceil(std::log2(x))); }
 
-bool is_hbm(const MemoryPool& m) { return m.kind.rfind("HBM", 0) == 0; }
-
 }  // namespace
 
 const char* const kMatrixUnitChecked =
@@ -186,7 +184,7 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
   // The platform's memory subsystem behind the AXI masters.
   {
     const MemoryPool* pool = dev.memory.empty() ? nullptr : &dev.memory.front();
-    const bool hbm = pool && is_hbm(*pool);
+    const bool hbm = pool && pool->is_hbm();
     const bool hard = dev.memory_controller.has() && dev.memory_controller.value->rfind("hard", 0) == 0;
     const int channels = d.memory.weight_channels + d.memory.kv_channels + d.memory.activation_channels;
     if (hard) {

@@ -213,7 +213,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   std::vector<Part> units;
 
   // Matrix unit: the streaming matrix-vector unit of the emitted matmul_region (DATAFLOW,
-  // emit_text.cpp:248-256).
+  // emit_text.cpp:250-258).
   {
     Unit u("matrix unit", dsp58);
     const double products = double(pe) * simd;
@@ -241,23 +241,23 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
          fmt::format("ceil(rows / scale_words) = ceil({} / {}) cores (PIPELINE II=scale_words shares each over "
                      "scale_words outputs) x (float(acc), x s_w, x s_x)",
                      pe, scale_words),
-         "src/codegen/templates/overlay.hpp:56-66 (store_rows), src/kernels/matrix_unit.hpp:494-496 (requantize_w8a8)");
+         "src/codegen/templates/overlay.hpp:46-56 (store_rows), src/kernels/matrix_unit.hpp:494-496 (requantize_w8a8)");
     u.term("scale word registers", scale_words, Resources{0, 512, 0, 0, 0},
            fmt::format("scale_words = ceil(rows / 16) = {} FloatWords of 512 bits", scale_words),
-           "src/codegen/templates/overlay.hpp:59-61 (sw[], ARRAY_PARTITION complete)");
+           "src/codegen/templates/overlay.hpp:49-51 (sw[], ARRAY_PARTITION complete)");
     u.fifo("weight channel FIFOs", channels, 512, 64,
-           fmt::format("src/codegen/emit_text.cpp:251 (Fifo<PackedWord, 64> channel[{}])", channels));
+           fmt::format("src/codegen/emit_text.cpp:253 (Fifo<PackedWord, 64> channel[{}])", channels));
     u.fifo("weight step FIFO", 1, step_words * 512, 4,
-           fmt::format("src/codegen/emit_text.cpp:252 (Fifo<WeightStep<{}>, 4>: rows x cols / 64 = {} words)", step_words,
+           fmt::format("src/codegen/emit_text.cpp:254 (Fifo<WeightStep<{}>, 4>: rows x cols / 64 = {} words)", step_words,
                        step_words));
-    u.fifo("accumulator FIFO", 1, pe * 32, 4, "src/codegen/emit_text.cpp:253 (Fifo<AccWord<rows>, 4>)");
+    u.fifo("accumulator FIFO", 1, pe * 32, 4, "src/codegen/emit_text.cpp:255 (Fifo<AccWord<rows>, 4>)");
     u.term("gather buffer", group_words, Resources{0, 512, 0, 0, 0},
            fmt::format("group_words = lcm(rows x cols / 64, channels) = lcm({}, {}) = {} words of 512 bits in registers",
                        step_words, channels, group_words),
            "src/kernels/matrix_unit.hpp:434-435 (PackedWord buf[group_words], ARRAY_PARTITION complete)");
     u.memory("activation codes", simd, 8, ceil_div(padded_cols, simd),
              fmt::format("cols = {} banks (cyclic), padded_cols = {} codes ({})", simd, padded_cols, k.source),
-             "src/codegen/emit_text.cpp:279,291 (i8 codes[padded_cols], ARRAY_PARTITION cyclic factor=SIMD)");
+             "src/codegen/emit_text.cpp:281,293 (i8 codes[padded_cols], ARRAY_PARTITION cyclic factor=SIMD)");
     units.push_back(u.done());
   }
 
@@ -275,7 +275,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     norm_scalar.fdiv = 1;
     norm_scalar.fsqrt = 1;
     norm_scalar.sitofp = 1;
-    const std::string rms_sites = "2 call sites (src/codegen/emit_text.cpp:309,311)";
+    const std::string rms_sites = "2 call sites (src/codegen/emit_text.cpp:311,313)";
     u.fp("rmsnorm sum of squares", 2.0 * lanes, reduce, "2 call sites x " + L,
          rms_sites + "; src/kernels/vector_unit.hpp:61-66 (lane_reduce, PIPELINE II=1, lanes unrolled)");
     u.fp("rmsnorm scale", 2.0 * lanes, scale, "2 call sites x " + L,
@@ -289,7 +289,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     Ops q_scalar;  // 1 / scale, max / 127, scale == 0
     q_scalar.fdiv = 1;
     q_scalar.fcmp = 1;
-    const std::string q_sites = "4 call sites (src/codegen/emit_text.cpp:317-320, overlay.hpp:85,88)";
+    const std::string q_sites = "4 call sites (src/codegen/emit_text.cpp:319-322, overlay.hpp:75,78)";
     u.fp("quantize codes", 4.0 * 2 * lanes, qstatic, "4 call sites x 2 loops (static, dynamic) x " + L,
          q_sites + "; src/kernels/vector_unit.hpp:168-174 (PIPELINE II=1, UNROLL lanes), numerics.hpp:39-44");
     u.fp("quantize max |x|", 4.0 * lanes, maxabs, "4 call sites x " + L,
@@ -299,7 +299,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     Ops add;
     add.fadd = 1;
     u.fp("residual add", lanes, add, "1 call site x " + L,
-         "src/codegen/emit_text.cpp:349; src/kernels/vector_unit.hpp:189-195 (PIPELINE II=1, UNROLL lanes)");
+         "src/codegen/emit_text.cpp:351; src/kernels/vector_unit.hpp:189-195 (PIPELINE II=1, UNROLL lanes)");
     // swiglu: per lane exp_rom (numerics.hpp:102-113: x log2e 2^B, round (+/- magic), to int,
     // n and i to float, r by 4 products and 4 sums, the cubic (3 products, 3 sums), x T[i],
     // x 2^n; 3 compares) then 1 + e, 1 / (...), v x (...), x up.
@@ -311,7 +311,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     swiglu.fptosi = 1;
     swiglu.sitofp = 2;
     u.fp("swiglu", lanes, swiglu, "1 call site x " + L + " (exp_rom: 10 fmul, 9 fadd, 3 fcmp, 1 fptosi, 2 sitofp)",
-         "src/codegen/emit_text.cpp:352; src/kernels/vector_unit.hpp:204-214 (PIPELINE II=1, UNROLL lanes), "
+         "src/codegen/emit_text.cpp:354; src/kernels/vector_unit.hpp:204-214 (PIPELINE II=1, UNROLL lanes), "
          "numerics.hpp:102-113 (exp_rom)");
     const long long rom_depth = 1LL << d.vector_unit.exp_table_bits;
     u.memory("exp ROMs", lanes, 32, rom_depth, fmt::format("one per lane, 2^{} entries", d.vector_unit.exp_table_bits),
@@ -322,12 +322,12 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     rope.fadd = 1;
     const int rope_lanes = std::max(2, lanes);
     u.fp("rope", 2.0 * rope_lanes, rope, fmt::format("2 call sites (q, k) x max(2, lanes) = {} elements", rope_lanes),
-         "src/codegen/templates/overlay.hpp:98,102; src/kernels/vector_unit.hpp:247-257 (PIPELINE II=1: per pair "
+         "src/codegen/templates/overlay.hpp:88,92; src/kernels/vector_unit.hpp:247-257 (PIPELINE II=1: per pair "
          "4 fmul, 1 fsub, 1 fadd)");
     units.push_back(u.done());
   }
 
-  // Attention and the KV store (one call site each, emit_text.cpp:336,342).
+  // Attention and the KV store (one call site each, emit_text.cpp:338,344).
   {
     Unit u("attention", dsp58);
     const std::string L = fmt::format("lanes = {}", lanes);
@@ -398,12 +398,12 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
       u.memory(a.name, static_cast<long long>(a.copies) * partition, 32, ceil_div(a.words, partition),
                fmt::format("{} array(s) x partition = max(rows, lanes, 16) = {} banks; {} words each ({})", a.copies,
                            partition, a.words, k.source),
-               "src/codegen/emit_text.cpp:276-290 (static float arrays, ARRAY_PARTITION cyclic factor=CFG::partition; "
+               "src/codegen/emit_text.cpp:278-292 (static float arrays, ARRAY_PARTITION cyclic factor=CFG::partition; "
                "PARTITION at :103)");
     units.push_back(u.done());
   }
 
-  // Memory ports: the m_axi bundles of the top's INTERFACE pragmas (emit_text.cpp:218-222,
+  // Memory ports: the m_axi bundles of the top's INTERFACE pragmas (emit_text.cpp:220-224,
   // 266-273), each an adapter with its read (and, where the top writes, write) data buffer of
   // outstanding x burst beats (UG1399 'Controlling AXI4 Burst Behavior', 'M_AXI Resources').
   {
@@ -414,7 +414,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
            fmt::format("{} bundles: {} weight (gmem_w00..) + host, scales, params, kv_k, kv_v, kv_k_scale, kv_v_scale "
                        "[adapter logic: assumption]",
                        bundles, channels),
-           "src/codegen/emit_text.cpp:218-222 (one bundle per weight channel), :266-273");
+           "src/codegen/emit_text.cpp:220-224 (one bundle per weight channel), :268-275");
     auto buffer = [&](const std::string& what, int copies, int width, int outstanding, int beats, const std::string& src) {
       Resources each;
       each.bram36 = bram18_for_bank(width, (long long)outstanding * beats) / 2;
@@ -424,15 +424,15 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
              src);
     };
     buffer("weight read buffers", channels, 512, arch::kWeightReadsOutstanding, burst,
-           "src/codegen/emit_text.cpp:220-221 (max_read_burst_length=burst_bytes/64, num_read_outstanding=16)");
+           "src/codegen/emit_text.cpp:222-223 (max_read_burst_length=burst_bytes/64, num_read_outstanding=16)");
     buffer("scales, params read buffers", 2, 512, kAxiDefaultOutstanding, burst,
-           "src/codegen/emit_text.cpp:268-269 (FloatWord: 512 bits, max_read_burst_length=burst_bytes/64)");
+           "src/codegen/emit_text.cpp:270-271 (FloatWord: 512 bits, max_read_burst_length=burst_bytes/64)");
     buffer("KV read and write buffers", 4, 512, kAxiDefaultOutstanding, kAxiDefaultBurst,
-           "src/codegen/emit_text.cpp:270-271 (max_widen_bitwidth=512; read and written, UG1399 defaults 16 x 16)");
+           "src/codegen/emit_text.cpp:272-273 (max_widen_bitwidth=512; read and written, UG1399 defaults 16 x 16)");
     buffer("KV scale read and write buffers", 4, 32, kAxiDefaultOutstanding, kAxiDefaultBurst,
-           "src/codegen/emit_text.cpp:272-273 (float: 32 bits; UG1399 defaults)");
+           "src/codegen/emit_text.cpp:274-275 (float: 32 bits; UG1399 defaults)");
     buffer("host read and write buffers", 2, 32, kAxiDefaultOutstanding, kAxiDefaultBurst,
-           "src/codegen/emit_text.cpp:266-267 (program in, result out: 32 bits; UG1399 defaults)");
+           "src/codegen/emit_text.cpp:268-269 (program in, result out: 32 bits; UG1399 defaults)");
     units.push_back(u.done());
   }
 
@@ -442,9 +442,9 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     u.term("instruction words", arch::kInstructionWords, Resources{0, 32, 0, 0, 0},
            fmt::format("{} x 32-bit registers; the program is read from gmem_host, no instruction memory on chip",
                        arch::kInstructionWords),
-           "src/codegen/emit_text.cpp:295-300 (int w[kWords], ARRAY_PARTITION complete)");
+           "src/codegen/emit_text.cpp:297-302 (int w[kWords], ARRAY_PARTITION complete)");
     u.term("instruction loop, opcode switch, s_axilite", 1, Resources{kControlLut, kControlFf, 0, 0, 0},
-           "one [assumption, not measured]", "src/codegen/emit_text.cpp:274,292-356");
+           "one [assumption, not measured]", "src/codegen/emit_text.cpp:276,294-358");
     units.push_back(u.done());
   }
   return units;

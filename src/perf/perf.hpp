@@ -276,5 +276,7 @@ nlohmann::json communication_json(const std::vector<Transfer>& transfers, int ca
 void to_json(nlohmann::json& j, const Prediction& p);
 // The same without the per-operation lists.
 nlohmann::json summary_json(const Prediction& p);
+// A power or energy figure for JSON: null where it is unknown (<= 0), never 0.
+nlohmann::json known_or_null(double v);
 
 }  // namespace perf

@@ -78,9 +78,8 @@ double port_bandwidth(const hw::MemoryPool& pool, int channels, double clock_hz,
   return std::min(share, n * port_bits / 8.0 * clock_hz);
 }
 
-bool is_hbm(const hw::MemoryPool& p) { return p.kind.rfind("HBM", 0) == 0; }
 double first_access_s(const hw::MemoryPool& p, const Constants& c) {
-  return (is_hbm(p) ? c.hbm_first_access_ns.value : c.ddr_first_access_ns.value) * 1e-9;
+  return (p.is_hbm() ? c.hbm_first_access_ns.value : c.ddr_first_access_ns.value) * 1e-9;
 }
 
 bool on_host(const arch::Design& d, graph::OpKind k) {
@@ -642,7 +641,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
       {"port_bits", double(port_bits), "bits per channel", "design.memory.port_bits: each channel's AXI port carries port_bits / 8 bytes per cycle"},
       {"issue_cycles", c.issue_cycles.value, c.issue_cycles.unit, c.issue_cycles.source},
       {"dma_setup_cycles", c.dma_setup_cycles.value, c.dma_setup_cycles.unit, c.dma_setup_cycles.source},
-      {"first_access_weights", x.latency_weights * 1e9, "ns", is_hbm(wp) ? c.hbm_first_access_ns.source : c.ddr_first_access_ns.source},
+      {"first_access_weights", x.latency_weights * 1e9, "ns", wp.is_hbm() ? c.hbm_first_access_ns.source : c.ddr_first_access_ns.source},
       {"host_transfer_s", c.host_transfer_s.value, c.host_transfer_s.unit, c.host_transfer_s.source},
       {"double_buffered", x.double_buffered ? 1.0 : 0.0, "bool",
        "buffers.weight_bytes >= 2 weight tiles: memory and compute overlap"},
@@ -816,6 +815,9 @@ void to_json(nlohmann::json& j, const OpTime& o) {
        {"bound", to_string(o.bound)}};
 }
 
+// Power and energy are null where the device has no power figure: unknown, never 0.
+nlohmann::json known_or_null(double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
 nlohmann::json summary_json(const Prediction& p) {
   nlohmann::json j = {{"target", p.target},
                       {"device", p.device},
@@ -837,8 +839,8 @@ nlohmann::json summary_json(const Prediction& p) {
                       {"prefill_tokens_per_s", p.prefill_tokens_per_s},
                       {"decode_step_s", p.decode_step_s},
                       {"decode_tokens_per_s", p.decode_tokens_per_s},
-                      {"watts", p.watts},
-                      {"joules_per_token", p.joules_per_token},
+                      {"watts", known_or_null(p.watts)},
+                      {"joules_per_token", known_or_null(p.joules_per_token)},
                       {"usd_per_mtoken", p.usd_per_mtoken},
                       {"assumptions", p.assumptions},
                       {"notes", p.notes}};

@@ -30,8 +30,8 @@ struct Placement {
   std::string text;
 };
 
-// The kernels stream the weights and the KV cache from off-chip memory whatever
-// design.style and buffers.kv_bytes say: both go to the first pool with room.
+// The kernels stream the weights and the KV cache from off-chip memory (Design::kernel_gaps
+// refuses designs that keep either on chip): both go to the first pool with room.
 Placement place(const arch::Design& d, const hw::Device& dev, double weight_bytes, double kv_bytes) {
   Placement p;
   const int cards = d.parallel.cards;
@@ -56,8 +56,6 @@ Placement place(const arch::Design& d, const hw::Device& dev, double weight_byte
     throw fpgallm::InputError(d.name, fmt::format("KV cache ({:.2f} GB per card) does not fit beside the weights on {}",
                                                   kv_card / kGB, dev.id));
   p.text = "weights in " + p.weights->kind + "; KV cache in " + p.kv->kind;
-  if (d.style == arch::Style::dataflow || (d.buffers.kv_bytes > 0 && kv_card <= double(d.buffers.kv_bytes)))
-    p.text += " (the kernels keep neither on chip, whatever design.style and buffers.kv_bytes say)";
   return p;
 }
 
@@ -425,8 +423,6 @@ Report simulate(const model::Config& config, const arch::Design& design, const h
   if (device.kind != hw::Kind::fpga) throw fpgallm::InputError(device.id, "the simulator runs FPGA designs");
   if (device.memory.empty() || !device.memory.front().bandwidth_gbps.has())
     throw fpgallm::InputError(device.id, "the device has no off-chip memory bandwidth figure");
-  if (design.style == arch::Style::dataflow && design.parallel.split == arch::Split::pipeline)
-    throw fpgallm::InputError(design.name, "the simulator runs dataflow designs on one card or tensor split");
   if (design.parallel.split == arch::Split::pipeline && design.parallel.cards > config.n_layers)
     throw fpgallm::InputError(design.name, "more pipeline stages than layers");
   Report rep;

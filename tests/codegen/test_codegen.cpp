@@ -273,9 +273,8 @@ TEST(CodegenCli, EmitFromPlanAndBadInput) {
   ASSERT_EQ(emit.status, 0) << emit.err;
   const auto j = nlohmann::json::parse(emit.out);
   EXPECT_EQ(j.at("golden_steps"), 2);
-  // The planner's design for this model is a dataflow design with a 32x128 matrix unit,
-  // a shape the accelerator backend does not compile in: the project still matches its
-  // golden vectors bit for bit, and README lists the departures.
+  // The planner's design for this model: the project matches its golden vectors bit for
+  // bit, and README lists what the project cannot show (no departures from the design).
   compile_testbench(root + "/proj");
   const Shell ok = run_testbench(root + "/proj");
   EXPECT_EQ(ok.status, 0) << ok.out;

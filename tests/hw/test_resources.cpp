@@ -115,7 +115,7 @@ TEST(UnitResources, ConfigurationAByHand) {
   // matrix_unit.hpp:476: one int8 x int8 multiply per (pe, k) of the II=1 step loop
   // (:466), both loops unrolled: 8 x 8 = 64 products, one DSP each, no packing.
   EXPECT_EQ(term(mu, "int8 x int8 products").total().dsp, 64);
-  // overlay.hpp:56-66: store_rows at II = scale_words = ceil(8/16) = 1 requantizes 8 rows
+  // overlay.hpp:46-56: store_rows at II = scale_words = ceil(8/16) = 1 requantizes 8 rows
   // per cycle: 8 x (float(acc), x s_w, x s_x) = 8 sitofp + 16 fmul = 48 DSP.
   EXPECT_EQ(term(mu, "requantize: fmul").count, 16);
   EXPECT_EQ(term(mu, "requantize: sitofp").count, 8);
@@ -123,25 +123,25 @@ TEST(UnitResources, ConfigurationAByHand) {
   // Adder tree of a row (matrix_unit.hpp:475-479): 4 adders of 17 bits, 2 of 18, 1 of 19,
   // plus the 32-bit accumulator = 155 bits; x 8 rows.
   EXPECT_EQ(term(mu, "adder tree and accumulator of one row").total().lut, 8 * 155);
-  // emit_text.cpp:251: one channel FIFO of 64 x 512 bits: ceil(512/36) = 15 BRAM18 of 512 x 36.
+  // emit_text.cpp:253: one channel FIFO of 64 x 512 bits: ceil(512/36) = 15 BRAM18 of 512 x 36.
   EXPECT_EQ(term(mu, "weight channel FIFOs").total().bram36, 7.5);
-  // emit_text.cpp:252-253: depth-4 FIFOs of one 512-bit step and 8 x 32-bit accumulators: SRLs.
+  // emit_text.cpp:254-255: depth-4 FIFOs of one 512-bit step and 8 x 32-bit accumulators: SRLs.
   EXPECT_EQ(term(mu, "weight step FIFO").total().lut, 512);
   EXPECT_EQ(term(mu, "accumulator FIFO").total().lut, 256);
-  // emit_text.cpp:291: codes[176] (max(hidden 172, dim 64) rounded to 8) cyclic by 8:
+  // emit_text.cpp:293: codes[176] (max(hidden 172, dim 64) rounded to 8) cyclic by 8:
   // 8 banks of 22 x 8 bits, RAM32M16 (8 LUTs).
   EXPECT_EQ(term(mu, "activation codes").total().lut, 8 * 8);
   EXPECT_EQ(mu.use.bram36, 7.5);
 
   // Vector unit: per lane, over the call sites of the emitted top:
-  //   rmsnorm x2 (emit_text.cpp:309,311): lane_reduce fmul+fadd (vector_unit.hpp:66),
+  //   rmsnorm x2 (emit_text.cpp:311,313): lane_reduce fmul+fadd (vector_unit.hpp:66),
   //     scale 2 fmul (:141)                                  -> 6 fmul, 2 fadd
-  //   quantize x4 (emit_text.cpp:317-320): two quantize_static loops (:173) with
+  //   quantize x4 (emit_text.cpp:319-322): two quantize_static loops (:173) with
   //     1 fmul and 2 fadd each (x * inv; +/- magic, numerics.hpp:34)  -> 8 fmul, 16 fadd
   //   residual_add (:194)                                    -> 1 fadd
   //   swiglu (:211-212): exp_rom (numerics.hpp:105-113: 10 fmul, 9 fadd), 1 + e,
   //     v x (...), x up                                      -> 12 fmul, 10 fadd
-  //   rope x2 (overlay.hpp:98,102; vector_unit.hpp:254-255): per pair 4 fmul, 2 adds
+  //   rope x2 (overlay.hpp:88,92; vector_unit.hpp:254-255): per pair 4 fmul, 2 adds
   //                                                          -> 4 fmul, 2 fadd
   // = 30 fmul, 31 fadd per lane; plus one shared fadd in each rmsnorm's scalar tail.
   const hw::Part& vu = unit(u, "vector unit");
@@ -162,14 +162,14 @@ TEST(UnitResources, ConfigurationAByHand) {
   EXPECT_EQ(term(at, "K and V blocks").count, 16);
   EXPECT_EQ(at.use.bram36, 0);
 
-  // On-chip activations (emit_text.cpp:276-290): partition max(8, 8, 16) = 16; every bank
+  // On-chip activations (emit_text.cpp:278-292): partition max(8, 8, 16) = 16; every bank
   // is at most 32 words deep (logits 512 / 16), so all LUTRAM: 11 arrays x 16 banks x
   // RAM32M16 of 32 bits (3 x 8 LUTs).
   const hw::Part& act = unit(u, "on-chip activations");
   EXPECT_EQ(act.use.lut, 11 * 16 * 24);
   EXPECT_EQ(act.use.bram36, 0);
 
-  // Memory ports: 1 weight bundle + 7 (emit_text.cpp:266-273) = 8 m_axi adapters. Data
+  // Memory ports: 1 weight bundle + 7 (emit_text.cpp:268-275) = 8 m_axi adapters. Data
   // buffers of outstanding x burst words: weight 512 bits x 16 x 64 = 29 BRAM18 (1K x 18),
   // scales and params the same (58), KV data 4 x 512 x 256 = 4 x 15, KV scales 4 x 1,
   // host 2 x 1: 153 BRAM18.
@@ -178,7 +178,7 @@ TEST(UnitResources, ConfigurationAByHand) {
   EXPECT_EQ(mp.use.bram36, 153 / 2.0);
   EXPECT_EQ(mp.use.dsp, 0);
 
-  // Controller: 16 instruction words in registers (emit_text.cpp:295-296), no
+  // Controller: 16 instruction words in registers (emit_text.cpp:297-298), no
   // instruction memory.
   const hw::Part& ct = unit(u, "controller");
   EXPECT_EQ(ct.use.bram36, 0);
@@ -344,7 +344,7 @@ TEST(Resources, DdrCardsCountTheirControllers) {
   const hw::Utilization u = hw::estimate_resources(d, hw::find_device("u250"));
   const hw::Part& ddr = part(u, "DDR controllers");
   EXPECT_DOUBLE_EQ(ddr.use.lut, 4 * 33256);  // FINN DDR_RESOURCE_REQUIREMENTS x 4 banks
-  // 3 weight bundles + 7 others (emit_text.cpp:218-222, 266-273).
+  // 3 weight bundles + 7 others (emit_text.cpp:220-224, 266-273).
   EXPECT_EQ(term(part(u, "memory ports"), "m_axi adapters").count, 10);
 }
 

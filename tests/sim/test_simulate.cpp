@@ -23,6 +23,9 @@ using nlohmann::json;
 
 // A fixed 64x64 overlay on the U280 (written out, so it does not depend on the planner).
 arch::Design u280_design() { return arch::load(fpgallm::data_dir() + "/designs/u280-overlay-64x64.json"); }
+// That design file's matrix_unit.pipeline_depth (arch::hls_matrix_unit_depth(64)).
+constexpr int kDepth = 12;
+static_assert(kDepth == arch::hls_matrix_unit_depth(64), "1 read + 3 multiply + 6 adder levels + 1 accumulate + 1 write");
 
 model::Config preset(const std::string& name) { return model::find_preset(name).value(); }
 
@@ -49,7 +52,7 @@ double op_busy(const sim::OpReport& o, const std::string& prefix) {
 //  - the KV cache: K and V of 300 positions x 12 heads x 64 read, one position written,
 //    per layer;
 //  - a decode matmul keeps the matrix unit busy for its slowest compute process, the
-//    gather: groups x max(8 beats, 3 steps) cycles, plus the pipeline depth (8) once.
+//    gather: groups x max(8 beats, 3 steps) cycles, plus the pipeline depth once.
 // Memory latency and finite buffers only ever add time: the full simulation is never
 // faster than the idealized one (no latency, unbounded buffers), in decode and prefill.
 TEST(SimLowering, LatencyAndBuffersNeverSpeedUpAStep) {
@@ -71,6 +74,7 @@ TEST(SimLowering, LatencyAndBuffersNeverSpeedUpAStep) {
 TEST(SimLowering, DecodeMovesEveryByteOnceAndCountsMacCycles) {
   const auto cfg = preset("stories110m");
   const auto d = u280_design();
+  ASSERT_EQ(d.matrix_unit.pipeline_depth, kDepth);
   sim::Options o;
   o.context = 300;
   const auto r = sim::simulate(cfg, d, hw::find_device("u280"), o);
@@ -82,7 +86,7 @@ TEST(SimLowering, DecodeMovesEveryByteOnceAndCountsMacCycles) {
   EXPECT_EQ(unit(r, "HBM2 kv").bytes, 12 * (2 * 300 * 768 + 2 * 768));
   // blk.0.w1: 2048 x 768 = 32 x 12 = 384 steps = 128 groups of 3.
   for (const auto& op : r.ops)
-    if (op.name == "blk.0.w1") EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), 128 * 8 + 8);
+    if (op.name == "blk.0.w1") EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), 128 * 8 + kDepth);
   EXPECT_EQ(r.tokens, 1);
   // The critical resource of a matmul is whichever of the weight stream, the fetch and
   // the matrix unit has the most cycles in it. Weight port: 24 channels x 14.375 GB/s /
@@ -94,7 +98,7 @@ TEST(SimLowering, DecodeMovesEveryByteOnceAndCountsMacCycles) {
     if (op.name != "blk.0.wq" && op.name != "cls") continue;
     const std::int64_t rows = op.name == "cls" ? 32000 : 768;
     const double stream = double(rows * 768) / rate;
-    const double mac = double(rows / 64 * 12 / 3) * 8 + 8 + (op.name == "cls" ? 32000 : 0);
+    const double mac = double(rows / 64 * 12 / 3) * 8 + kDepth + (op.name == "cls" ? 32000 : 0);
     EXPECT_NEAR(op_busy(op, "HBM2 weights"), stream, 1e-6 * stream) << op.name;
     EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), mac) << op.name;
     EXPECT_NEAR(op_busy(op, "controller"), fetch, 1e-6) << op.name;
@@ -125,7 +129,7 @@ TEST(SimLowering, PrefillRunsOneProgramPerBlock) {
       if (i.op == arch::Op::matmul) weights += i.weight_bytes;
   EXPECT_EQ(unit(r, "HBM2 weights").bytes, weights);
   // blk.0.wq of stories15m: 288 x 288 -> 3 x 2 tiles (128,128,32 rows x 256,32 cols).
-  // Per tile tokens x ceil(r/64) x ceil(c/64) + 8; rows 128,128,32 -> 2,2,1; cols 256,32 -> 4,1.
+  // Per tile tokens x ceil(r/64) x ceil(c/64) + depth; rows 128,128,32 -> 2,2,1; cols 256,32 -> 4,1.
   double per_token = 0, tiles = 0;
   for (int rr : {2, 2, 1})
     for (int cc : {4, 1}) {
@@ -136,8 +140,8 @@ TEST(SimLowering, PrefillRunsOneProgramPerBlock) {
   for (const auto& op : r.ops)
     if (op.name == "blk.0.wq") busy[op.program] = op_busy(op, "matrix_unit");
   // Store stage: tokens x rows of each row block (128 + 128 + 32).
-  EXPECT_NEAR(busy[0], 64 * per_token + 8 * tiles + 64 * 288, 1e-6 * busy[0]);
-  EXPECT_NEAR(busy[1], 36 * per_token + 8 * tiles + 36 * 288, 1e-6 * busy[1]);
+  EXPECT_NEAR(busy[0], 64 * per_token + kDepth * tiles + 64 * 288, 1e-6 * busy[0]);
+  EXPECT_NEAR(busy[1], 36 * per_token + kDepth * tiles + 36 * 288, 1e-6 * busy[1]);
 }
 
 // In prefill a weight buffer with room for one tile cannot overlap the next load with the

@@ -10,12 +10,9 @@
 // that the top function declares; every array an instruction touches is chosen by the
 // control flow (a call site per array), never by a pointer picked at run time.
 //
-// Instruction word layout (kWords int32 per instruction), written by src/codegen:
-//   op, layer, rows, cols, heads, kv_heads, head_dim, in, out, weight_bits, group,
-//   weight_beat (first word of the matrix on every weight channel), scale_word (first
-//   FloatWord of its row scales), aux (first FloatWord of the norm gain, embedding table or
-//   RoPE table in `params`), static_scale (fp32 bits of a static activation scale),
-//   flags (bit 0: static activation quantization).
+// The instruction word layout and the numbering of operations and buffers:
+// fpgallm_isa.hpp (fpgallm's src/arch/isa.hpp, the one copy the encoder also reads).
+#include "fpgallm_isa.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/matrix_unit.hpp"
 #include "kernels/stream.hpp"
@@ -23,14 +20,7 @@
 
 namespace overlay {
 
-// The numbering of arch::Op and arch::Buf (src/arch/program.hpp); codegen checks it.
-enum Op : int { op_embed, op_norm, op_quantize, op_matmul, op_rope, op_kv_store, op_attention, op_residual_add,
-                op_swiglu, op_gelu };
-enum Buf : int { buf_none, buf_token, buf_x, buf_xb, buf_xb2, buf_q, buf_k, buf_v, buf_att, buf_hb, buf_hb2,
-                 buf_logits };
-enum Field : int { f_op, f_layer, f_rows, f_cols, f_heads, f_kv_heads, f_head_dim, f_in, f_out, f_weight_bits,
-                   f_group, f_weight_beat, f_scale_word, f_aux, f_static_scale, f_flags };
-constexpr int kWords = 16;
+using namespace fpgallm_isa;
 
 // Copies n floats from `params` starting at FloatWord `word` into an on-chip array, one
 // 512-bit word per cycle.

@@ -17,13 +17,9 @@ using rtl_tb::Stalls;
 using rtl_tb::Streams;
 using rtl_tb::Trace;
 
-// The pipeline depth `fpgallm plan` writes into a design for a unit of `cols` columns
-// (dse::explore: 8 + log2(cols)); the RTL must not be deeper.
-int planned_pipeline_depth(int cols) {
-  int n = 0;
-  while ((1 << n) < cols) ++n;
-  return 8 + n;
-}
+// The pipeline depth `fpgallm plan` writes into a design for a unit of `cols` columns; the
+// RTL must not be deeper.
+int planned_pipeline_depth(int cols) { return arch::hls_matrix_unit_depth(cols); }
 
 template <class Model, int PE, int SIMD, int WBITS, int TR, int TC, int G>
 void check_bit_exact(int rows, int cols) {
