@@ -73,7 +73,7 @@ hw::YosysCounts measure(const hw::RtlMatrixUnitParams& p, const std::string& yos
 
 arch::MatrixUnit unit(const hw::RtlMatrixUnitParams& p);
 
-hw::Resources model(const hw::RtlMatrixUnitParams& p) {
+hw::Resources estimate(const hw::RtlMatrixUnitParams& p) {
   const arch::MatrixUnit mu = unit(p);
   arch::Tiling t;
   t.tile_rows = p.tile_rows;
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (std::size_t i = 0; i < std::size(kShapes); ++i) {
     const auto& p = kShapes[i].p;
-    const hw::Resources m = model(p);
+    const hw::Resources m = estimate(p);
     const auto& c = y[i];
     std::printf("| %s | %s | %ld | %ld (%ld) | %ld | %ld | %.1f | %.0f | %.0f | %.0f | %+.1f%% | %+.1f%% | %+.1f%% |\n",
                 name_of(p).c_str(), kShapes[i].fit ? "fit" : "held out", c.dsp, c.lut(), c.lut_memory, c.ff, c.carry,

@@ -40,6 +40,7 @@
 // neither on chip, whatever design.style (dataflow) or buffers.kv_bytes say.
 // Depths: only the matrix unit's (design.matrix_unit.pipeline_depth) is charged; the
 // vector loops' depths are what csynth chooses and are not counted (the table says so).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,6 +55,10 @@ namespace arch {
 inline constexpr int kKvBlock = 64;
 // int32 words of one encoded instruction (src/arch/isa.hpp).
 inline constexpr int kInstructionWords = fpgallm_isa::kWords;
+// The emitted m_axi bundles of the weights and the parameters: bursts of burst_bytes in
+// 512-bit beats (1 to 256, the AXI4 limit), and the weight bundles' outstanding reads.
+inline int burst_beats(const Design& d) { return std::clamp(d.memory.burst_bytes / 64, 1, 256); }
+inline constexpr int kWeightReadsOutstanding = 16;
 
 // What the ports deliver, in bytes per cycle of the design clock, sustained (memory
 // efficiency applied), and their request latencies in cycles. Computed from the device

@@ -126,9 +126,12 @@ void print_device(const hw::Device& d) {
 
 void print_utilization(const hw::Utilization& u, const std::optional<hw::Power>& power, const std::string& no_power) {
   std::printf("\n%-26s %10s %10s %8s %8s %8s  %s\n", "part", "LUT", "FF", "DSP", "BRAM36", "URAM", "checked against");
-  for (const auto& part : u.parts)
+  for (const auto& part : u.parts) {
     std::printf("%-26s %10.0f %10.0f %8.0f %8.0f %8.0f  %s\n", part.name.c_str(), part.use.lut, part.use.ff, part.use.dsp,
                 part.use.bram36, part.use.uram, part.checked.empty() ? "model only" : "Yosys mapping (docs/rtl.md)");
+    for (const auto& t : part.terms)  // what the unit instantiates, each with its formula and source line
+      std::printf("    %g x %s: %s [%s]\n", t.count, t.what.c_str(), t.formula.c_str(), t.source.c_str());
+  }
   std::printf("%-26s %10.0f %10.0f %8.0f %8.0f %8.0f\n\n", "total", u.total.lut, u.total.ff, u.total.dsp,
               u.total.bram36, u.total.uram);
   std::printf("%-8s %10s %10s %10s %7s %10s %s\n", "resource", "used", "available", "ceiling", "util", "margin", "fits");

@@ -123,7 +123,7 @@ void run(const PlanArgs& a) {
     fpgallm::write_file_atomic(a.svg, svg);
   }
   // Resources by part, each marked checked against a synthesis mapping or model-only.
-  const hw::Utilization use = hw::estimate_resources(best.design, dev);
+  const hw::Utilization use = hw::estimate_resources(best.design, dev, {&req.config});
   if (a.json) {
     out["resources"] = use;
     out["batch_tradeoff"] = batches;

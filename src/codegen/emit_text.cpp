@@ -121,7 +121,8 @@ Vars vars_of(const ProjectInfo& p) {
   v["GOLDENKVHEADS"] = std::to_string(g.n_kv_heads);
   v["GOLDENVOCAB"] = std::to_string(g.vocab_size);
   v["GOLDENSOURCE"] = p.golden_source;
-  v["BURSTBEATS"] = std::to_string(std::clamp(d.memory.burst_bytes / 64, 1, 256));
+  v["BURSTBEATS"] = std::to_string(arch::burst_beats(d));
+  v["WEIGHTOUTSTANDING"] = std::to_string(arch::kWeightReadsOutstanding);
   v["BUDGET"] = std::to_string(p.unroll_budget);
   v["SCHEDULE"] = p.schedule;
   return v;
@@ -219,7 +220,7 @@ std::string top_source(const ProjectInfo& p) {
     reads += fmt::format("  kernels::read_weight_channel<MV>({}, beat, beats, channel[{}]);\n", weight_port(c), c);
     pragmas += fmt::format(
         "#pragma HLS INTERFACE m_axi port={0} offset=slave bundle=gmem_{0} max_read_burst_length=@BURSTBEATS@ "
-        "num_read_outstanding=16 max_write_burst_length=2 depth=@CHANNELWORDS@\n",
+        "num_read_outstanding=@WEIGHTOUTSTANDING@ max_write_burst_length=2 depth=@CHANNELWORDS@\n",
         weight_port(c));
   }
   v["READS"] = reads;
@@ -779,7 +780,7 @@ std::string readme(const ProjectInfo& p) {
   std::string resources;
   if (p.device) {
     try {
-      const hw::Utilization u = hw::estimate_resources(p.design, *p.device);
+      const hw::Utilization u = hw::estimate_resources(p.design, *p.device, {&p.config});
       resources = "| resource | predicted | available | ceiling |\n|---|---:|---:|---:|\n";
       for (const auto& l : u.lines)
         resources += fmt::format("| {} | {:.0f} | {:.0f} | {:.0f} ({:.0f}% used) |\n", hw::to_string(l.resource), l.used,

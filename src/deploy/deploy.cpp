@@ -185,7 +185,7 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   design_json["predicted"].erase("assumptions");
   design_json["assumptions"] = pick->prediction.assumptions;
   fpgallm::write_file_atomic(dir + "/design.json", design_json.dump(2) + "\n");
-  const hw::Utilization use = hw::estimate_resources(design, dev);
+  const hw::Utilization use = hw::estimate_resources(design, dev, {&c});
 
   // 4. simulate decode at the design's context and a prefill of the scenario's prompt.
   begin("simulate");
@@ -255,9 +255,8 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
   for (const auto& l : use.lines)
     util_rows.push_back({{"resource", hw::to_string(l.resource)}, {"used", l.used}, {"available", l.available},
                          {"ceiling", l.ceiling}, {"fits", l.fits()}});
-  // Which parts' figures were checked against a synthesis mapping and which are model-only.
-  json parts_checked = json::array();
-  for (const auto& p : use.parts) parts_checked.push_back({{"name", p.name}, {"checked", p.checked}});
+  // Every part (unit) with its counts, its terms, and whether a synthesis mapping checked it.
+  const json parts_checked = json(use)["parts"];
   const perf::Prediction& pred = pick->prediction;
   json summary = {
       {"model", {{"file", fs::path(o.model).filename().string()}, {"config", c}}},

@@ -244,6 +244,25 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
               l["fits"].get<bool>() ? "yes" : "<span class=\"bad\">no</span>"});
   }
   h += "</table>\n<p>Bars: share of what the platform shell leaves; the black mark is the timing-closure ceiling.</p>\n";
+  if (s["resources"].contains("parts")) {  // the estimate by unit, each unit's terms in a title
+    h += "<table id=\"resources-by-unit\">\n" + row({"unit", "DSP", "LUT", "FF", "BRAM36", "URAM", "AXI masters"}, true);
+    for (const auto& p : s["resources"]["parts"]) {
+      std::string terms;
+      double axi = 0;
+      if (p.contains("terms"))
+        for (const auto& t : p["terms"]) {
+          terms += fmt::format("{} x {}: {} [{}]\n", num(t["count"].get<double>()), str(t["what"]), str(t["formula"]),
+                               str(t["source"]));
+          if (t["what"] == "m_axi adapters") axi += t["count"].get<double>();
+        }
+      h += "<tr title=\"" + esc(terms) + "\"><td>" + esc(str(p["name"])) + "</td><td>" + whole(p["dsp"].get<double>()) +
+           "</td><td>" + whole(p["lut"].get<double>()) + "</td><td>" + whole(p["ff"].get<double>()) + "</td><td>" +
+           num(p["bram36"].get<double>()) + "</td><td>" + whole(p["uram"].get<double>()) + "</td><td>" +
+           (axi > 0 ? whole(axi) : std::string()) + "</td></tr>\n";
+    }
+    h += "</table>\n<p>The estimate by unit: what the emitted kernels instantiate (hover a unit for its terms, each "
+         "with its formula and the source line it is read from; src/hw/unit_resources.cpp).</p>\n";
+  }
   if (s["resources"].contains("parts")) {  // which figures a synthesis mapping checked
     std::string checked, model_only;
     for (const auto& p : s["resources"]["parts"]) {

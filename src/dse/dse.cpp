@@ -247,7 +247,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
             ++r.evaluated;
             hw::Utilization use;
             try {
-              use = hw::estimate_resources(d, dev);
+              use = hw::estimate_resources(d, dev, {&req.config});
             } catch (const fpgallm::InputError& e) {
               r.why_not.push_back(e.what());
               return r;

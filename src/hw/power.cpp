@@ -65,10 +65,11 @@ Power estimate_power(const arch::Design& d, const Device& dev, const Utilization
   const double mhz = d.clock_mhz;
   const double toggle_scale = a.toggle_rate / 0.125;
   const double uw = 1e-6;
-  // DSPs of the matrix unit and requantizers follow the MAC activity; the vector unit's its own.
+  // DSPs of the matrix unit follow the MAC activity; the vector unit's and attention's (it
+  // runs on the vector lanes) the vector activity.
   double vector_dsp = 0;
   for (const auto& part : use.parts)
-    if (part.name == "vector unit") vector_dsp = part.use.dsp;
+    if (part.name == "vector unit" || part.name == "attention") vector_dsp += part.use.dsp;
   const double mac_dsp = use.total.dsp - vector_dsp;
   p.dsp_w = (mac_dsp * a.mac_busy + vector_dsp * a.vector_busy) * *c.dsp_uw_per_mhz * mhz * uw;
   p.bram_w = (use.total.bram36 * *c.bram36_uw_per_mhz + use.total.uram * *c.uram_uw_per_mhz) * mhz * a.bram_busy * uw;

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/unit_resources.hpp"
 #include "util/error.hpp"
 
 namespace hw {
@@ -70,51 +71,7 @@ std::vector<std::string> Utilization::overflows() const {
 
 namespace {
 
-// Simple-dual-port aspect ratios of one block: (width bits, depth words).
-// BRAM36: UG573 (UltraScale memory resources), Table 1-1/1-10; URAM: 4K x 72 only (UG573).
-constexpr std::pair<int, int> kBram36Shapes[] = {{1, 32768}, {2, 16384}, {4, 8192}, {9, 4096},
-                                                 {18, 2048}, {36, 1024}, {72, 512}};
-
-double blocks_for_memory(double width_bits, double depth, bool uram) {
-  if (width_bits <= 0 || depth <= 0) return 0;
-  if (uram) return std::ceil(width_bits / 72.0) * std::ceil(depth / 4096.0);
-  double best = std::numeric_limits<double>::infinity();
-  for (auto [w, d] : kBram36Shapes) best = std::min(best, std::ceil(width_bits / w) * std::ceil(depth / d));
-  return best;
-}
-
-double bank_blocks(double bytes, int banks, int width_bits, bool uram) {
-  if (bytes <= 0) return 0;
-  banks = std::max(banks, 1);
-  width_bits = std::max(width_bits, 1);
-  const double depth = std::ceil(bytes * 8.0 / (double(banks) * width_bits));
-  return banks * blocks_for_memory(width_bits, depth, uram);
-}
-
-}  // namespace
-
-double bram36_for_buffer(double bytes, int banks, int width_bits) { return bank_blocks(bytes, banks, width_bits, false); }
-double uram_for_buffer(double bytes, int banks, int width_bits) { return bank_blocks(bytes, banks, width_bits, true); }
-
-namespace {
-
 bool is_dsp58(const Device& d) { return d.dsp_type.has() && d.dsp_type.value->find("DSP58") != std::string::npos; }
-
-// MACs one DSP block holds for these operand widths.
-double macs_per_dsp(int weight_bits, int act_bits, const Device& d) {
-  // 4-bit weights are unpacked to int8 at the MAC (arch::MatrixUnit), so they pack like int8.
-  const int w = std::max(weight_bits, 8);
-  if (w <= 8 && act_bits <= 8) return d.int8_macs_per_dsp.or_else(1);
-  return 1.0 / std::ceil(double(weight_bits + act_bits) / 48.0);  // FINN dsp_estimation for wide operands
-}
-
-}  // namespace
-
-double dsps_for_macs(double macs, int weight_bits, int act_bits, const Device& device) {
-  return std::ceil(macs / macs_per_dsp(weight_bits, act_bits, device));
-}
-
-namespace {
 
 // Constants that are not device figures. Each is an assumption stated in
 // docs/performance-model.md ("Resource and power model"); the FINN ones are cited there.
@@ -123,32 +80,12 @@ namespace {
 constexpr double kMuLutPerAdderBit = 0.7425;
 constexpr double kMuLutBase = 466;
 constexpr double kMuControlFf = 64 + 3;  // 4 x 16-bit loop counters + 3 flags (the residual on the fit set)
-constexpr double kFinnLutBase = 300;      // FINN lut_estimation c0
-constexpr double kFinnLutScale = 1.1;     // FINN lut_estimation c1
-constexpr int kRequantScaleBits = 16;     // fixed-point scale multiplier width
-constexpr double kRequantDsp = 2;         // 32 x 16-bit product does not fit one 27 x 18 (or 27 x 24) multiplier
-constexpr double kLaneDsp = 1;            // one fixed-point multiplier per vector lane
-constexpr double kFp16MacDsp = 3;         // fp16 multiply (1) + add (2), PG060 full DSP usage
-constexpr double kLaneLut = 400;          // adder, max/compare, shifter and muxes of one 32-bit lane
-constexpr double kLaneFf = 300;
-constexpr double kSpecialFnLut = 1500;    // shared reciprocal / inverse square root (iterative, fixed point)
-constexpr double kSpecialFnFf = 1500;
-constexpr double kSpecialFnDsp = 4;
-constexpr double kAxiMasterLut = 1800;    // Vitis HLS m_axi adapter + burst DMA engine, per channel
-constexpr double kAxiMasterFf = 3000;
-constexpr int kAxiReadDepth = 16 * 16;    // UG1399 defaults: max_read_burst_length 16 x num_read_outstanding 16
-constexpr double kLutramMaxDepth = 256; // deeper banks go to block RAM
-constexpr double kControlLut = 6000;      // instruction fetch/decode, address generators, AXI-lite control
-constexpr double kControlFf = 9000;
-constexpr double kControlBram = 8;        // instruction memory
 // FINN util/platforms.py infrastructure costs (BRAM_18K halved to BRAM36).
 constexpr Resources kFinnHbm{10718, 21793, 0, 4, 0};
 constexpr Resources kFinnDdr{33256, 44889, 3, 99.5, 0};
 constexpr Resources kFinnEth{35219, 86269, 0, 91.5, 0};
 
 int ceil_log2(double x) { return x <= 1 ? 0 : int(std::ceil(std::log2(x))); }
-
-bool is_hbm(const MemoryPool& m) { return m.kind.rfind("HBM", 0) == 0; }
 
 }  // namespace
 
@@ -207,185 +144,69 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
   if (!avail_fabric.lut.has() || !avail_fabric.ff.has() || !avail_fabric.dsp.has() || !avail_fabric.bram36.has())
     throw fpgallm::InputError(
         dev.id, "has no sourced LUT/FF/DSP/BRAM figures in data/devices.json; the resource model cannot size a design for it");
-  const bool amd = dev.dsp_type.has() && (dev.dsp_type.value->find("DSP48E2") != std::string::npos || is_dsp58(dev));
-  if (!amd && !dev.int8_macs_per_dsp.has())
-    throw fpgallm::InputError(dev.id, "has no DSP packing figure (int8_macs_per_dsp) in data/devices.json");
+  const bool dsp48 = dev.dsp_type.has() && dev.dsp_type.value->find("DSP48E2") != std::string::npos;
+  const bool dsp58 = is_dsp58(dev);
 
   Utilization u;
   u.device = dev.id;
-  const auto& mu = d.matrix_unit;
-  const int R = mu.rows, C = mu.cols, W = mu.weight_bits, A = mu.act_bits;
-  const int W_mac = std::max(W, 8);  // 4-bit weights are unpacked to int8 before the multiplier
-  const bool have_uram = dev.fabric.uram.has() && dev.usable().uram.or_else(0) > 0;
-  auto add = [&](std::string name, Resources r, std::string formula) {
-    u.parts.push_back({std::move(name), r, std::move(formula)});
-  };
-
-  // Matrix unit. On DSP48E2 fabric with 8-bit operands: the RTL unit's structure, checked
-  // against Yosys's mapping. Otherwise (DSP58, wider operands): FINN's MVAU estimates.
-  if (amd && W_mac <= 8 && A <= 8 && !is_dsp58(dev)) {
-    add("matrix unit", matrix_unit_resources(mu, d.tiling),
-        fmt::format("{}x{} MACs ({}-bit weights) as rtl/fpgallm_matrix_unit.v: DSP = ceil(R/2) x C (two int8 "
-                    "products sharing the activation per DSP48E2, WP486); FF = R x (adder-tree bits + 32) + control; "
-                    "LUT = {} x adder bits + {} + LUTRAM of the activation and partial-sum buffers (constants "
-                    "fitted to Yosys, docs/rtl.md)",
-                    R, C, W, kMuLutPerAdderBit, kMuLutBase));
-    u.parts.back().checked = kMatrixUnitChecked;
-  } else {
-    Resources r;
-    std::string packing;
-    if (!amd) {  // Intel variable-precision DSP or AI tensor block: int8_macs_per_dsp MACs per block
-      const double per = W_mac <= 8 && A <= 8 ? *dev.int8_macs_per_dsp : 1.0;
-      r.dsp = std::ceil(double(R) * C / per);
-      packing = fmt::format("ceil(R x C / {:g}): {} ({})", per, dev.dsp_type.has() ? *dev.dsp_type : "DSP block",
-                            dev.int8_macs_per_dsp.source);
-    } else if (W_mac <= 8 && A <= 8 && is_dsp58(dev)) {
-      r.dsp = double(R) * std::ceil(C / 3.0);
-      packing = "R x ceil(C/3): DSP58 INT8 three-element dot product (AM004; FINN mvu_8sx9)";
-    } else if (W == 16 && A == 16) {
-      r.dsp = double(R) * C * kFp16MacDsp;
-      packing = "R x C x 3: an fp16 multiplier (1 DSP) and adder (2 DSP) per MAC at full DSP usage (AMD PG060 "
-                "Floating-Point Operator resource tables) [recalled]";
-    } else {
-      r.dsp = double(R) * C * std::ceil((W + A) / 48.0);
-      packing = "R x C x ceil((W+A)/48): one multiplier per MAC (FINN dsp_estimation)";
-    }
-    const int acc = std::min(mu.acc_bits, W_mac + A + ceil_log2(d.tiling.tile_cols));
-    const double adder_tree = double(W_mac + A) * (2.0 * C - 1);
-    r.lut = kFinnLutBase + kFinnLutScale * R * (adder_tree + acc);
-    r.ff = R * (adder_tree + mu.acc_bits) + double(C) * A * std::ceil(R / 16.0);
-    add("matrix unit", r,
-        fmt::format("{}x{} MACs ({}-bit x {}-bit). DSP = {}. LUT = 300 + 1.1 x R x ((W+A)(2C-1) + acc) (FINN MVAU "
-                    "lut_estimation, FINN-R). FF = R x (adder tree + accumulator) + activation fan-out registers "
-                    "(one stage per 16 rows) [assumption]",
-                    R, C, W_mac, A, packing));
+  const KernelSizes sizes = opt.model ? kernel_sizes(*opt.model) : kernel_sizes(d);
+  u.parts = unit_resources(d, sizes, dsp58);
+  u.assumptions.push_back("sizes of the top's arrays: " + sizes.source);
+  if (!dsp48 && !dsp58)
+    u.assumptions.push_back(fmt::format(
+        "{} is not AMD fabric ({}): counted as the Vitis HLS build of the same kernels would be on DSP48E2 "
+        "(one DSP block per product, fp32 cores at their AMD costs); its own tools would map them differently",
+        dev.id, dev.dsp_type.has() ? *dev.dsp_type : "DSP type unknown"));
+  if (d.matrix_unit.impl == arch::MatrixUnitImpl::rtl) {
+    // The RTL unit (rtl/fpgallm_matrix_unit.v) replaces the MAC array and its adders.
+    Part& mu = u.parts.front();
+    auto& t = mu.terms;
+    t.erase(std::remove_if(t.begin(), t.end(),
+                           [](const Term& x) {
+                             return x.what == "int8 x int8 products" || x.what == "adder tree and accumulator of one row" ||
+                                    x.what == "accumulator registers";
+                           }),
+            t.end());
+    t.insert(t.begin(), Term{"RTL matrix unit", 1, matrix_unit_resources(d.matrix_unit, d.tiling),
+                             fmt::format("rtl/fpgallm_matrix_unit.v {}x{}: DSP = ceil(R/2) x C (two int8 products sharing "
+                                         "the activation per DSP48E2, WP486, explicit in the RTL); LUT = {} x adder bits + {} "
+                                         "+ LUTRAM; FF = adder-tree bits + control (docs/rtl.md)",
+                                         d.matrix_unit.rows, d.matrix_unit.cols, kMuLutPerAdderBit, kMuLutBase),
+                             "rtl/fpgallm_matrix_unit.v"});
+    mu.use = {};
+    for (const auto& x : t) mu.use += x.total();
+    mu.checked = kMatrixUnitChecked;
   }
+  u.assumptions.push_back(
+      "URAM: none; the kernels ask for no URAM (no BIND_STORAGE), and design.buffers (weight tile, on-chip KV) are not "
+      "instantiated by the emitted top: weights stream through FIFOs, the KV cache stays off chip (arch/units.hpp)");
 
-  // Requantizers: one per output row (scale multiply, round, saturate).
+  // The platform's memory subsystem behind the AXI masters.
   {
-    Resources r;
-    r.dsp = kRequantDsp * R;
-    r.lut = R * (2.0 * mu.acc_bits + 2.0 * A);
-    r.ff = R * double(mu.acc_bits + kRequantScaleBits + A);
-    add("requantizers", r,
-        fmt::format("{} x (2 DSP for the {}x{}-bit scale product; 2 x acc + 2 x act LUT for round and saturate) "
-                    "[assumption]",
-                    R, mu.acc_bits, kRequantScaleBits));
-  }
-
-  // Vector unit.
-  {
-    const int L = d.vector_unit.lanes;
-    const double table_bits = std::pow(2.0, d.vector_unit.exp_table_bits) * 16;  // 16-bit entries
-    Resources r;
-    r.dsp = (A >= 16 ? kFp16MacDsp : kLaneDsp) * L + kSpecialFnDsp;
-    r.lut = L * (kLaneLut + std::ceil(table_bits / 64.0)) + kSpecialFnLut;  // exp table in LUTRAM, 64 bits per LUT
-    r.ff = L * kLaneFf + kSpecialFnFf;
-    add("vector unit", r,
-        fmt::format("{} lanes x (1 DSP, 3 for fp16 activations, 400 LUT, 300 FF, exp table of 2^{} x 16 bit in LUTRAM) + shared "
-                    "reciprocal/rsqrt (4 DSP, 1500 LUT, 1500 FF) [assumption]",
-                    L, d.vector_unit.exp_table_bits));
-  }
-
-  // Buffers: partitioned for the bandwidth the matrix unit needs; ping-pong halves. Each buffer
-  // takes the storage (BRAM36, URAM or LUTRAM) that costs the smallest fraction of the card.
-  auto buffer = [&](const std::string& name, double bytes, int banks, int width, const std::string& why) {
-    if (bytes <= 0) return;
-    const double half = bytes / 2;
-    const double depth = std::ceil(half * 8.0 / (double(banks) * width));
-    struct Option {
-      Resources r;
-      const char* what;
-      double fraction;
-    };
-    std::vector<Option> options;
-    Resources bram;
-    bram.bram36 = 2 * bank_blocks(half, banks, width, false);
-    options.push_back({bram, "BRAM36 SDP aspect ratios, ceil(width/w) x ceil(depth/d) (UG573; FINN bram_estimation)",
-                       bram.bram36 / std::max(1.0, avail_fabric.bram36.or_else(0))});
-    if (have_uram && bytes >= opt.uram_min_bytes) {
-      Resources ur;
-      ur.uram = 2 * bank_blocks(half, banks, width, true);
-      options.push_back({ur, "URAM 4K x 72, ceil(width/72) x ceil(depth/4096) (UG573; FINN uram_estimation)",
-                         ur.uram / avail_fabric.uram.or_else(1)});
-    }
-    if (depth <= kLutramMaxDepth) {
-      Resources lr;
-      lr.lut = 2.0 * banks * width * std::ceil(depth / 64.0) * 2;
-      options.push_back({lr, "LUTRAM, 2 LUTs per bit of width per 64 words (RAM64X1D, simple dual port; UG574)",
-                         lr.lut / std::max(1.0, avail_fabric.lut.or_else(0))});
-    }
-    const Option& best = *std::min_element(options.begin(), options.end(),
-                                           [](const Option& a, const Option& b) { return a.fraction < b.fraction; });
-    add(name, best.r,
-        fmt::format("{:.0f} bytes as 2 ping-pong halves x {} banks x {} bits, depth {:.0f} ({}); {}; cheapest of "
-                    "{} storage options as a share of the card",
-                    bytes, banks, width, depth, why, best.what, options.size()));
-  };
-  // Weight tile: R x C weights per cycle, stored at their packed width.
-  buffer("weight buffer", double(d.buffers.weight_bytes), R, C * W, "R banks, each C weights wide");
-  // Activations: C inputs read per cycle.
-  buffer("activation buffer", double(d.buffers.activation_bytes), 1, C * A, "one bank of C activations");
-  // On-chip KV: keys/values are the B operand of the attention products: R x C per cycle.
-  buffer("KV buffer", double(d.buffers.kv_bytes), R, C * d.kv_bits, "R banks, each C elements wide");
-
-  // Memory interfaces: one AXI master + burst DMA per channel, plus the memory subsystem.
-  {
-    const int channels = d.memory.weight_channels + d.memory.kv_channels + d.memory.activation_channels;
     const MemoryPool* pool = dev.memory.empty() ? nullptr : &dev.memory.front();
-    const bool hbm = pool && is_hbm(*pool);
-    const int width = d.memory.port_bits;  // the design's AXI port per channel
-    Resources per;
-    per.lut = kAxiMasterLut;
-    per.ff = kAxiMasterFf;
-    per.bram36 = blocks_for_memory(width, kAxiReadDepth, false);
-    add(fmt::format("memory interfaces x{}", channels), per * channels,
-        fmt::format("per channel: m_axi adapter + burst DMA (1800 LUT, 3000 FF [assumption]) and a {}-bit x {} read "
-                    "buffer (memory.port_bits; {} BRAM36; UG1399 default burst 16 x 16 outstanding)",
-                    width, kAxiReadDepth, per.bram36));
+    const bool hbm = pool && pool->is_hbm();
     const bool hard = dev.memory_controller.has() && dev.memory_controller.value->rfind("hard", 0) == 0;
+    const int channels = d.memory.weight_channels + d.memory.kv_channels + d.memory.activation_channels;
     if (hard) {
       u.assumptions.push_back("memory controllers are hard blocks on " + dev.id + " (" + dev.memory_controller.source +
                               "): no fabric cost beyond the AXI masters");
     } else if (hbm) {
-      add("HBM subsystem", kFinnHbm, "FINN util/platforms.py HBM_RESOURCE_REQUIREMENTS (once per card)");
+      u.parts.push_back({"HBM subsystem", kFinnHbm, "FINN util/platforms.py HBM_RESOURCE_REQUIREMENTS (once per card)", "", {}});
     } else if (pool) {
-      const int controllers = std::min(channels, static_cast<int>(pool->channels.or_else(1)));
-      add(fmt::format("DDR controllers x{}", controllers), kFinnDdr * controllers,
-          "FINN util/platforms.py DDR_RESOURCE_REQUIREMENTS per DDR controller used");
+      const int controllers = std::max(1, std::min(channels, static_cast<int>(pool->channels.or_else(1))));
+      u.parts.push_back({fmt::format("DDR controllers x{}", controllers), kFinnDdr * controllers,
+                         "FINN util/platforms.py DDR_RESOURCE_REQUIREMENTS per DDR controller used", "", {}});
     }
   }
-
-  add("control", Resources{kControlLut, kControlFf, 0, kControlBram, 0},
-      "instruction fetch/decode, address generators, AXI-lite registers, instruction memory [assumption]");
-
-  // Stored weights narrower than the MAC operand, or N:M sparse: a decoder per MAC input
-  // unpacks the stored width (a shifter/mux of `bits` LUTs) and, for N:M, selects the
-  // activation each kept weight multiplies (an M:1 mux of A bits, M/4 LUT6 per bit).
-  const bool decode = (d.weights.bits > 0 && d.weights.bits != W) || d.weights.sparse_n > 0;
-  if (decode) {
-    const double bits = d.weights.bits > 0 ? d.weights.bits : W;
-    const double mux = d.weights.sparse_n > 0 ? A * std::ceil(d.weights.sparse_m / 4.0) : 0;
-    Resources r;
-    r.lut = double(R) * C * (std::ceil(bits) + mux);
-    r.ff = double(R) * C * std::ceil(bits);
-    add("weight decoder", r,
-        fmt::format("R x C x (ceil({:g}) unpack LUTs{}) and one register per stored bit [assumption]", bits,
-                    d.weights.sparse_n > 0 ? fmt::format(" + {}:{} activation select, A x ceil(M/4) LUTs", d.weights.sparse_n,
-                                                         d.weights.sparse_m)
-                                           : std::string()));
-  }
-  // Each compute unit (one per SLR) has its own matrix unit, requantizers, vector unit,
-  // buffers, decoder and control; the memory interfaces are counted once per channel.
+  // Each compute unit (one per SLR) has its own units; the memory subsystem is counted once.
   if (d.compute_units > 1)
     for (auto& p : u.parts) {
-      if (p.name.rfind("memory interfaces", 0) == 0 || p.name == "HBM subsystem" || p.name.rfind("DDR controllers", 0) == 0)
-        continue;
+      if (p.terms.empty()) continue;
       p.use = p.use * d.compute_units;
       p.formula += fmt::format("; x {} compute units", d.compute_units);
     }
   if (d.parallel.cards > 1)
-    add("card-to-card network", kFinnEth, "FINN util/platforms.py ETH_RESOURCE_REQUIREMENTS (VNx UDP stack)");
+    u.parts.push_back({"card-to-card network", kFinnEth, "FINN util/platforms.py ETH_RESOURCE_REQUIREMENTS (VNx UDP stack)", "", {}});
 
   for (const auto& p : u.parts) u.total += p.use;
 
@@ -411,7 +232,6 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
   u.assumptions.push_back(fmt::format(
       "ceilings {:.0f}% LUT, {:.0f}% FF, {:.0f}% DSP, {:.0f}% BRAM, {:.0f}% URAM of available ({})", 100 * pf.lut_ceiling,
       100 * pf.ff_ceiling, 100 * pf.dsp_ceiling, 100 * pf.bram_ceiling, 100 * pf.uram_ceiling, pf.ceiling_source));
-  if (!have_uram) u.assumptions.push_back("no URAM on " + dev.id + ": every buffer is in BRAM36");
   // One matrix unit placed across SLRs crosses super-long lines; flag it.
   double largest_slr_dsp = 0;
   for (const auto& s : dev.slrs) largest_slr_dsp = std::max(largest_slr_dsp, s.available.dsp.or_else(0));
@@ -433,6 +253,16 @@ void to_json(nlohmann::json& j, const Utilization& u) {
     e["name"] = p.name;
     e["formula"] = p.formula;
     e["checked"] = p.checked;
+    nlohmann::json terms = nlohmann::json::array();
+    for (const auto& t : p.terms) {
+      nlohmann::json te = res(t.total());
+      te["what"] = t.what;
+      te["count"] = t.count;
+      te["formula"] = t.formula;
+      te["source"] = t.source;
+      terms.push_back(te);
+    }
+    e["terms"] = terms;
     parts.push_back(e);
   }
   nlohmann::json lines = nlohmann::json::array();

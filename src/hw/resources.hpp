@@ -1,8 +1,8 @@
 #pragma once
-// Resource model: DSP, LUT, FF, BRAM36 and URAM of each part of an arch::Design on a
-// device, and the utilization against what the platform shell leaves and the timing-
-// closure ceilings. Formulas and their sources: docs/performance-model.md, "Resource and
-// power model".
+// Resource model: DSP, LUT, FF, BRAM36 and URAM of each unit of an arch::Design as the
+// emitted kernels instantiate it (hw/unit_resources.hpp: every term with its formula and
+// source line), the platform's memory subsystem, and the utilization against what the
+// platform shell leaves and the timing-closure ceilings.
 #include <string>
 #include <vector>
 
@@ -10,6 +10,7 @@
 
 #include "arch/design.hpp"
 #include "hw/device.hpp"
+#include "model/config.hpp"
 
 namespace hw {
 
@@ -21,7 +22,18 @@ struct Resources {
   friend Resources operator*(Resources a, double s);
 };
 
-// One part of the design: "matrix unit MACs", "weight buffer", "HBM interface x16".
+// One kind of thing a unit instantiates: `count` instances of `each`.
+struct Term {
+  std::string what;     // "int8 x int8 products"
+  double count = 0;
+  Resources each;
+  std::string formula;  // how `count` follows from the design: "rows x cols = 4 x 8"
+  std::string source;   // where the code instantiates it: "src/kernels/matrix_unit.hpp:476 (...)"
+  Resources total() const { return each * count; }
+};
+
+// One part of the design: a unit of the emitted accelerator ("matrix unit", "vector
+// unit", ...) or of the platform ("HBM subsystem").
 struct Part {
   std::string name;
   Resources use;
@@ -29,6 +41,7 @@ struct Part {
   // What the counts were checked against: a synthesis mapping ("Yosys 0.23 synth_xilinx
   // -family xcup of rtl/..., docs/rtl.md") or empty when the figures are model-only.
   std::string checked;
+  std::vector<Term> terms;  // what `use` sums (empty for platform parts)
 };
 
 enum class Resource { lut, ff, dsp, bram36, uram };
@@ -61,22 +74,15 @@ struct Utilization {
 
 // Options of the resource model that are not part of the Design.
 struct ResourceOptions {
-  // Use URAM for buffers of at least this many bytes when the device has URAM.
-  long long uram_min_bytes = 64 * 1024;
+  // The model the emitted top is sized for (its on-chip arrays and loop bounds); without
+  // one, kernel_sizes(design) states what is assumed.
+  const model::Config* model = nullptr;
 };
 
 // Counts every part of `design` on `device`. Throws fpgallm::InputError if the device is
 // a GPU or lacks the fabric figures the model needs.
 Utilization estimate_resources(const arch::Design& design, const Device& device,
                                const ResourceOptions& options = {});
-
-// BRAM36 blocks for a buffer of `bytes` split into `banks` banks each `width_bits` wide
-// (one read per bank per cycle): max(capacity, ports) — see docs. Exposed for tests.
-double bram36_for_buffer(double bytes, int banks, int width_bits);
-// URAM blocks (288 Kb, 72-bit ports) for the same.
-double uram_for_buffer(double bytes, int banks, int width_bits);
-// DSP blocks for `macs` parallel multipliers of the given widths on the device's DSP type.
-double dsps_for_macs(double macs, int weight_bits, int act_bits, const Device& device);
 
 // The matrix unit as rtl/fpgallm_matrix_unit.v builds it on DSP48E2 fabric (int8
 // activations, int8 or int4 weights): DSP, LUT, FF and BRAM of the Yosys mapping of that

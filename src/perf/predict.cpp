@@ -613,7 +613,7 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
 
   // Power while decoding: the resource model's counts with the activity the timing implies.
   try {
-    const hw::Utilization use = hw::estimate_resources(d, dev);
+    const hw::Utilization use = hw::estimate_resources(d, dev, {&w.decode.config});
     hw::Activity act;
     act.mac_busy = std::min(1.0, p.decode.compute_s / p.decode.seconds);
     act.vector_busy = 0.2;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -342,7 +343,9 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
         try {
           arch::Design d = published->design;
           d.parallel = {};
-          const hw::Utilization u = hw::estimate_resources(d, *fpga_dev);
+          const std::optional<model::Config> sized_for = model_name ? model::find_preset(*model_name) : std::nullopt;
+          const hw::Utilization u =
+              hw::estimate_resources(d, *fpga_dev, {sized_for ? &*sized_for : nullptr});
           for (const auto& [r, cell] : cells_of) {
             if (cell.empty()) continue;
             const hw::Fabric& fab = fpga_dev->fabric;

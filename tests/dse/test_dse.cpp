@@ -36,7 +36,10 @@ TEST(Dse, SevenBillionInt8WithFp16KvDoesNotFitAnHbmOnly8GbCard) {
   const auto r = explore_one(request(*model::find_preset("llama2-7b"), "int8-kv16", 4096), "u50");
   EXPECT_FALSE(r.fits());
   ASSERT_FALSE(r.why_not.empty());
-  EXPECT_NE(r.why_not.front().find("KV cache"), std::string::npos) << r.why_not.front();
+  // Among the reasons (designs over the fabric's ceilings are listed too): the KV cache.
+  bool kv_said = false;
+  for (const auto& why : r.why_not) kv_said = kv_said || why.find("KV cache") != std::string::npos;
+  EXPECT_TRUE(kv_said) << r.why_not.front();
   // The same model at a 512 context fits: the KV cache, not the weights, tipped it over.
   EXPECT_TRUE(explore_one(request(*model::find_preset("llama2-7b"), "int8-kv16", 512), "u50").fits());
   // What would make it fit is said in words.
@@ -74,20 +77,26 @@ TEST(Dse, PlannedDesignsNeverExceedAnyResource) {
 }
 
 TEST(Dse, BandwidthBoundAtBatchOneMoreMacsDoNotHelp) {
-  // At batch one every weight is used once per token: the best design's matmuls are
-  // bound by the weight stream, not by the matrix unit. (The whole step is not: the
-  // kernels' attention requests each key's K and V separately, and that latency is most of
-  // a decode step at context 1024; docs/simulator.md.)
-  const auto r = explore_one(request(*model::find_preset("llama2-7b"), "int8", 1024), "u280");
+  // At batch one every weight is used once per token: with a matrix unit as wide as the
+  // weight stream (1840 weights per cycle on the U280 at 225 MHz; 64 x 32 = 2048 MACs) the
+  // matmuls are bound by the stream, not by the MACs. (The search's best design need not be
+  // that wide: the vector unit's fp32 cores share the DSPs, and attention's lane passes are
+  // most of a decode step at context 1024, so it may trade MACs for lanes; docs/simulator.md.)
+  const dse::Request req = request(*model::find_preset("llama2-7b"), "int8", 1024);
+  const auto r = explore_one(req, "u280");
   ASSERT_TRUE(r.fits());
-  const auto& best = r.best().prediction;
+  arch::Design wide = r.best().design;
+  wide.matrix_unit.rows = 64;
+  wide.matrix_unit.cols = 32;
+  const perf::Prediction p = perf::predict(wide, hw::find_device("u280"), perf::lower(req.config, req.precision, req.scenario));
   double stream = 0, macs = 0;
-  for (const auto& o : best.decode.ops)
+  for (const auto& o : p.decode.ops)
     if (o.kind == graph::OpKind::matmul || o.kind == graph::OpKind::classifier) {
       stream += o.memory_s;
       macs += o.compute_s;
     }
   EXPECT_GT(stream, macs);
+  const auto& best = r.best().prediction;
   const double bound = best.weight_bytes / best.peak_bytes_per_s;
   EXPECT_GE(best.decode_step_s, bound);
 }
@@ -173,7 +182,9 @@ TEST(Dse, PlanTakesAQuantizationPlan) {
 }
 
 // Must-show 5 of issue 16: the plan marks which resource figures a synthesis mapping
-// checked (the matrix unit on DSP48E2 fabric, docs/rtl.md) and which are model-only.
+// checked and which are model-only. The plan's designs build the HLS matrix unit, counted
+// from the kernel (issue 15): model only; the Yosys check is of the RTL unit
+// (matrix_unit.impl = rtl, tests/hw).
 TEST(Dse, PlanMarksCheckedAndModelOnlyResourceFigures) {
   const auto j = testing_support::run_fpgallm("plan stories260k --device u280 --scheme w8a8 --json");
   ASSERT_EQ(j.status, 0) << j.err;
@@ -181,7 +192,7 @@ TEST(Dse, PlanMarksCheckedAndModelOnlyResourceFigures) {
   std::map<std::string, std::string> checked;
   for (const auto& p : parts) checked[p.at("name").get<std::string>()] = p.at("checked").get<std::string>();
   ASSERT_TRUE(checked.count("matrix unit") && checked.count("vector unit"));
-  EXPECT_EQ(checked["matrix unit"], hw::kMatrixUnitChecked);
+  EXPECT_EQ(checked["matrix unit"], "");
   EXPECT_EQ(checked["vector unit"], "");
   const auto t = testing_support::run_fpgallm("plan stories260k --device u280 --scheme w8a8");
   ASSERT_EQ(t.status, 0) << t.err;
@@ -189,7 +200,7 @@ TEST(Dse, PlanMarksCheckedAndModelOnlyResourceFigures) {
     const auto at = t.out.find("  " + part + " ");
     return at == std::string::npos ? std::string() : t.out.substr(at, t.out.find('\n', at) - at);
   };
-  EXPECT_NE(line_of("matrix unit").find("checked: Yosys"), std::string::npos) << t.out;
+  EXPECT_NE(line_of("matrix unit").find("model only"), std::string::npos) << t.out;
   EXPECT_NE(line_of("vector unit").find("model only"), std::string::npos) << t.out;
 }
 

@@ -49,7 +49,9 @@ TEST(BuiltDesignsRun, PlannedDesignsRunInTheCSimulationAndEmit) {
     const model::Model& m = small_model(which);
     const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
     std::set<std::tuple<int, int, int, int, int>> seen;
-    for (const char* device : {"u280", "u200", "kv260", "v80"}) {
+    // Zynq PS DDR on the ZCU102: the KV260 fits no design of these kernels (their vector
+    // unit at 8 lanes alone takes about 1,200 DSPs and 120k LUTs: hw/unit_resources.cpp).
+    for (const char* device : {"u280", "u200", "zcu102", "v80"}) {
       const auto candidates = searched(m.config, hw::find_device(device), 1, dse::Objective::decode_tps);
       ASSERT_FALSE(candidates.empty()) << which << " on " << device;
       int run = 0;

@@ -1,0 +1,453 @@
+#include "hw/unit_resources.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "arch/units.hpp"
+#include "kernels/matrix_unit.hpp"
+#include "kernels/vector_unit.hpp"
+
+namespace hw {
+
+namespace {
+
+long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+int round_up(int v, int m) { return int(ceil_div(v, m) * m); }
+
+// Vitis HLS's default bindings of the fp32 operators (csynth names them
+// <op>_32ns_32ns_32_<latency>_{full_dsp,max_dsp,no_dsp}_1: fadd/fsub -> fulldsp, fmul ->
+// maxdsp, fdiv/fsqrt/fcmp/conversions -> fabric; UG1399 "BIND_OP" lists the impl values).
+// DSP counts: AMD PG060 (Floating-Point Operator) single precision on DSP48E2, full usage
+// for add (2), max usage for multiply (3), none for divide, square root, compare and the
+// int <-> float conversions. fadd LUT/FF: a Vitis HLS csynth report of
+// fadd_32ns_32ns_32_3_full_dsp_1 on xcu280 (2 DSP, 177 FF, 226 LUT). The other LUT/FF
+// figures are typical csynth values [recalled, not checked against a report here].
+constexpr FpCore kFpCores[] = {
+    {"fadd", 2, 226, 177, "PG060 full DSP usage, 2 DSP48E2; LUT/FF from a Vitis csynth report (xcu280)"},
+    {"fmul", 3, 78, 143, "PG060 max DSP usage (Vitis's default for fmul), 3 DSP48E2; LUT/FF [recalled]"},
+    {"fdiv", 0, 800, 1400, "fabric (Vitis's default for fdiv, no_dsp); LUT/FF [recalled]"},
+    {"fsqrt", 0, 460, 800, "fabric (no_dsp); LUT/FF [recalled]"},
+    {"fcmp", 0, 66, 0, "fabric compare (no_dsp); LUT [recalled]"},
+    {"sitofp", 0, 250, 350, "fabric int -> float (no_dsp); LUT/FF [recalled]"},
+    {"fptosi", 0, 150, 100, "fabric float -> int (no_dsp); LUT/FF [recalled]"},
+};
+
+// One fp32 add or multiply is one DSP58 in its floating-point mode on Versal (AM004,
+// DSPFP32).
+constexpr double kDsp58FpDsp = 1;
+
+// Block RAM and LUTRAM rules. A bank of at most kLutramMaxDepth words is put in LUTRAM
+// (RAM32M16: 32 x 14 bits in 8 LUTs, RAM64M8: 64 x 7 bits in 8 LUTs; UG574); deeper banks
+// in RAMB18E2 [assumption: Vitis's automatic storage choice, no BIND_STORAGE in the kernels].
+constexpr long long kLutramMaxDepth = 64;
+// A FIFO of at most kSrlMaxDepth words is shift registers (SRLC32E, one LUT per bit per
+// 32 words; UG574), deeper ones block RAM [assumption: Vitis's FIFO implementation].
+constexpr long long kSrlMaxDepth = 32;
+// Fabric adders: one LUT (and its CARRY8 bit) per adder bit (UG574); every adder of a
+// pipelined loop registered once [assumption].
+constexpr double kLutPerAdderBit = 1;
+// One m_axi adapter (address generation, request/response FIFOs, the AXI protocol) without
+// its data buffers [assumption, not measured here].
+constexpr double kAxiAdapterLut = 1800;
+constexpr double kAxiAdapterFf = 3000;
+// UG1399 INTERFACE m_axi defaults: 16 outstanding requests, bursts of 16 beats.
+constexpr int kAxiDefaultOutstanding = 16;
+constexpr int kAxiDefaultBurst = 16;
+// The top's control: instruction loop, the switch over opcodes, the s_axilite register
+// file and the block-level handshakes [assumption, not measured here].
+constexpr double kControlLut = 6000;
+constexpr double kControlFf = 9000;
+
+struct Ops {  // fp32 operators of one pipelined loop body (or one shared sequential region)
+  int fadd = 0, fmul = 0, fdiv = 0, fsqrt = 0, fcmp = 0, sitofp = 0, fptosi = 0;
+};
+
+class Unit {
+ public:
+  Unit(std::string name, bool dsp58) : dsp58_(dsp58) { part_.name = std::move(name); }
+  void term(std::string what, double count, Resources each, std::string formula, std::string source) {
+    if (count <= 0) return;
+    part_.terms.push_back({std::move(what), count, each, std::move(formula), std::move(source)});
+  }
+  // `copies` x the operators `ops` (e.g. lanes x the ops of one lane).
+  void fp(const std::string& what, double copies, const Ops& ops, const std::string& formula, const std::string& source) {
+    auto add = [&](const char* name, int n) {
+      if (n <= 0) return;
+      const FpCore& c = fp_core(name);
+      Resources r{c.lut, c.ff, c.dsp, 0, 0};
+      if (dsp58_ && c.dsp > 0) r.dsp = kDsp58FpDsp;
+      term(fmt::format("{}: {}", what, name), copies * n, r, fmt::format("{} x {} {}", formula, n, name),
+           source + "; " + c.source);
+    };
+    add("fadd", ops.fadd);
+    add("fmul", ops.fmul);
+    add("fdiv", ops.fdiv);
+    add("fsqrt", ops.fsqrt);
+    add("fcmp", ops.fcmp);
+    add("sitofp", ops.sitofp);
+    add("fptosi", ops.fptosi);
+  }
+  // `banks` banks of `depth` words of `width` bits (LUTRAM or BRAM18 by depth).
+  void memory(const std::string& what, long long banks, int width, long long depth, const std::string& formula,
+              const std::string& source) {
+    if (banks <= 0 || depth <= 0) return;
+    Resources each;
+    std::string how;
+    if (depth <= 1) {
+      each.ff = width;
+      how = "one word: registers";
+    } else if (depth <= kLutramMaxDepth) {
+      each.lut = depth <= 32 ? 8 * std::ceil(width / 14.0) : 8 * std::ceil(width / 7.0) * std::ceil(depth / 64.0);
+      how = "LUTRAM (RAM32M16 / RAM64M8, UG574)";
+    } else {
+      each.bram36 = bram18_for_bank(width, depth) / 2;
+      how = fmt::format("{:g} BRAM18 per bank (UG573 aspect ratios)", bram18_for_bank(width, depth));
+    }
+    term(what, double(banks), each, fmt::format("{} banks x {} words x {} bits ({}); {}", banks, depth, width, how, formula),
+         source);
+  }
+  void fifo(const std::string& what, long long copies, int width, long long depth, const std::string& source) {
+    Resources each;
+    std::string how;
+    if (depth <= kSrlMaxDepth) {
+      each.lut = double(width) * std::ceil(double(depth) / 32.0);
+      how = "shift registers, SRLC32E (UG574)";
+    } else {
+      each.bram36 = bram18_for_bank(width, depth) / 2;
+      how = fmt::format("{:g} BRAM18 (UG573)", bram18_for_bank(width, depth));
+    }
+    term(what, double(copies), each, fmt::format("{} x FIFO of {} words x {} bits ({})", copies, depth, width, how), source);
+  }
+  Part done() {
+    for (const auto& t : part_.terms) part_.use += t.total();
+    std::string f;
+    for (const auto& t : part_.terms) f += (f.empty() ? "" : "; ") + fmt::format("{:g} {}", t.count, t.what);
+    part_.formula = f;
+    return std::move(part_);
+  }
+  Part& part() { return part_; }
+
+ private:
+  bool dsp58_;
+  Part part_;
+};
+
+// quantize_static's lane (vector_unit.hpp:173): x * inv, then saturate_round_i8
+// (numerics.hpp:39-44): 3 compares, + magic, - magic, to int.
+Ops quantize_codes_ops() {
+  Ops o;
+  o.fmul = 1;
+  o.fadd = 2;
+  o.fcmp = 3;
+  o.fptosi = 1;
+  return o;
+}
+// max_abs's lane (vector_unit.hpp:116-117): |x| (a sign bit) and one compare.
+Ops max_abs_ops() {
+  Ops o;
+  o.fcmp = 1;
+  return o;
+}
+
+// Adder bits of one row of the MAC array: a binary tree over `cols` products of `product_bits`
+// bits (level l: cols / 2^l adders of product_bits + l bits) and the 32-bit accumulator.
+double row_adder_bits(int cols, int product_bits) {
+  double bits = 32;
+  for (int l = 1; (cols >> l) > 0; ++l) bits += double(cols >> l) * (product_bits + l);
+  return bits;
+}
+
+}  // namespace
+
+const FpCore& fp_core(const std::string& name) {
+  for (const auto& c : kFpCores)
+    if (name == c.name) return c;
+  throw std::logic_error("no fp core " + name);
+}
+
+double bram18_for_bank(int width_bits, long long depth) {
+  // RAMB18E2 in simple dual port: (width, depth) aspect ratios, UG573 Table 1-2.
+  constexpr std::pair<int, int> kShapes[] = {{1, 16384}, {2, 8192}, {4, 4096}, {9, 2048}, {18, 1024}, {36, 512}};
+  if (width_bits <= 0 || depth <= 0) return 0;
+  double best = std::numeric_limits<double>::infinity();
+  for (auto [w, d] : kShapes) best = std::min(best, std::ceil(double(width_bits) / w) * std::ceil(double(depth) / d));
+  return best;
+}
+
+KernelSizes kernel_sizes(const model::Config& c) {
+  KernelSizes k;
+  k.dim = c.dim;
+  k.hidden_dim = c.hidden_dim;
+  k.q_dim = c.n_heads * c.head_dim();
+  k.kv_dim = c.kv_dim();
+  k.vocab = c.vocab_size;
+  k.head_dim = c.head_dim();
+  k.source = "model " + (c.name.empty() ? std::string("(unnamed)") : c.name);
+  return k;
+}
+
+KernelSizes kernel_sizes(const arch::Design& d) {
+  KernelSizes k;
+  const int n = int(std::max<long long>(16, d.buffers.activation_bytes / 4 / 11));
+  k.dim = k.hidden_dim = k.q_dim = k.kv_dim = k.vocab = n;
+  k.head_dim = 128;
+  k.source = fmt::format(
+      "no model given: the top's 11 fp32 activation arrays taken as {} words each (buffers.activation_bytes / 4 / 11), "
+      "heads of 128",
+      n);
+  return k;
+}
+
+std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bool dsp58) {
+  const int pe = d.matrix_unit.rows, simd = d.matrix_unit.cols, lanes = d.vector_unit.lanes;
+  const int channels = std::max(1, d.memory.weight_channels);
+  const int step_words = std::max(1, pe * simd / kernels::kWordBytes);
+  const int group_words = kernels::lcm_small(step_words, channels);
+  const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));
+  const int max_cols = std::max({k.hidden_dim, k.dim, k.q_dim});
+  const int padded_cols = round_up(max_cols, simd);
+  std::vector<Part> units;
+
+  // Matrix unit: the streaming matrix-vector unit of the emitted matmul_region (DATAFLOW,
+  // emit_text.cpp:250-258).
+  {
+    Unit u("matrix unit", dsp58);
+    const double products = double(pe) * simd;
+    u.term("int8 x int8 products", products, Resources{0, 0, 1, 0, 0},
+           fmt::format("rows x cols = {} x {}, one DSP each: the code writes one multiply per product and packs none; "
+                       "Vitis HLS maps a mul->add fragment within the DSP48E2's 27 x 18 multiplier to one DSP (UG1399 "
+                       "'DSP Multi-Operation Matching', UG579); no BIND_OP in the kernels",
+                       pe, simd),
+           "src/kernels/matrix_unit.hpp:476-477 (matrix_vector_w8a8: PIPELINE II=1 at :466, the pe and k loops inside "
+           "it unrolled)");
+    const double adder_bits = row_adder_bits(simd, 16);
+    u.term("adder tree and accumulator of one row", pe, Resources{kLutPerAdderBit * adder_bits, adder_bits, 0, 0, 0},
+           fmt::format("rows = {}; per row {:g} adder bits: a tree over cols = {} products of 16 bits (level l: cols/2^l "
+                       "adders of 16 + l bits) and the 32-bit accumulator; 1 LUT and 1 FF per bit [assumption]",
+                       pe, adder_bits, simd),
+           "src/kernels/matrix_unit.hpp:470-479 (s += products, acc[pe] = acc + s)");
+    u.term("accumulator registers", pe, Resources{0, 32, 0, 0, 0}, fmt::format("rows = {}, 32 bits each", pe),
+           "src/kernels/matrix_unit.hpp:462-463 (i32 acc[PE], ARRAY_PARTITION complete)");
+    // The requantization of store_rows: PIPELINE II=scale_words over the PE outputs of a row
+    // fold, so each core serves scale_words of them.
+    Ops rq;
+    rq.sitofp = 1;
+    rq.fmul = 2;
+    u.fp("requantize", double(ceil_div(pe, scale_words)), rq,
+         fmt::format("ceil(rows / scale_words) = ceil({} / {}) cores (PIPELINE II=scale_words shares each over "
+                     "scale_words outputs) x (float(acc), x s_w, x s_x)",
+                     pe, scale_words),
+         "src/codegen/templates/overlay.hpp:46-56 (store_rows), src/kernels/matrix_unit.hpp:494-496 (requantize_w8a8)");
+    u.term("scale word registers", scale_words, Resources{0, 512, 0, 0, 0},
+           fmt::format("scale_words = ceil(rows / 16) = {} FloatWords of 512 bits", scale_words),
+           "src/codegen/templates/overlay.hpp:49-51 (sw[], ARRAY_PARTITION complete)");
+    u.fifo("weight channel FIFOs", channels, 512, 64,
+           fmt::format("src/codegen/emit_text.cpp:253 (Fifo<PackedWord, 64> channel[{}])", channels));
+    u.fifo("weight step FIFO", 1, step_words * 512, 4,
+           fmt::format("src/codegen/emit_text.cpp:254 (Fifo<WeightStep<{}>, 4>: rows x cols / 64 = {} words)", step_words,
+                       step_words));
+    u.fifo("accumulator FIFO", 1, pe * 32, 4, "src/codegen/emit_text.cpp:255 (Fifo<AccWord<rows>, 4>)");
+    u.term("gather buffer", group_words, Resources{0, 512, 0, 0, 0},
+           fmt::format("group_words = lcm(rows x cols / 64, channels) = lcm({}, {}) = {} words of 512 bits in registers",
+                       step_words, channels, group_words),
+           "src/kernels/matrix_unit.hpp:434-435 (PackedWord buf[group_words], ARRAY_PARTITION complete)");
+    u.memory("activation codes", simd, 8, ceil_div(padded_cols, simd),
+             fmt::format("cols = {} banks (cyclic), padded_cols = {} codes ({})", simd, padded_cols, k.source),
+             "src/codegen/emit_text.cpp:281,293 (i8 codes[padded_cols], ARRAY_PARTITION cyclic factor=SIMD)");
+    units.push_back(u.done());
+  }
+
+  // Vector unit: every call site of its kernels in the emitted top, each its own instance.
+  {
+    Unit u("vector unit", dsp58);
+    const std::string L = fmt::format("lanes = {}", lanes);
+    Ops reduce;  // lane_reduce of x^2 (shift 0 folds away): acc += x * x
+    reduce.fmul = 1;
+    reduce.fadd = 1;
+    Ops scale;  // gain * (inv * x)
+    scale.fmul = 2;
+    Ops norm_scalar;  // sum tree, / n, + eps, sqrt, 1/sqrt, int n -> float: one core each, shared
+    norm_scalar.fadd = 1;
+    norm_scalar.fdiv = 1;
+    norm_scalar.fsqrt = 1;
+    norm_scalar.sitofp = 1;
+    const std::string rms_sites = "2 call sites (src/codegen/emit_text.cpp:311,313)";
+    u.fp("rmsnorm sum of squares", 2.0 * lanes, reduce, "2 call sites x " + L,
+         rms_sites + "; src/kernels/vector_unit.hpp:61-66 (lane_reduce, PIPELINE II=1, lanes unrolled)");
+    u.fp("rmsnorm scale", 2.0 * lanes, scale, "2 call sites x " + L,
+         rms_sites + "; src/kernels/vector_unit.hpp:136-142 (PIPELINE II=1, UNROLL lanes)");
+    u.fp("rmsnorm scalar part", 2, norm_scalar,
+         "2 call sites x one core of each kind (a sequential region: the binder shares it) [assumption]",
+         rms_sites + "; src/kernels/vector_unit.hpp:69-77,132-135");
+    // quantize: 4 call sites, each quantize_static (fixed scale) and quantize_dynamic
+    // (max_abs + quantize_static): two quantize_static loops and one max_abs loop.
+    const Ops qstatic = quantize_codes_ops(), maxabs = max_abs_ops();
+    Ops q_scalar;  // 1 / scale, max / 127, scale == 0
+    q_scalar.fdiv = 1;
+    q_scalar.fcmp = 1;
+    const std::string q_sites = "4 call sites (src/codegen/emit_text.cpp:319-322, overlay.hpp:75,78)";
+    u.fp("quantize codes", 4.0 * 2 * lanes, qstatic, "4 call sites x 2 loops (static, dynamic) x " + L,
+         q_sites + "; src/kernels/vector_unit.hpp:168-174 (PIPELINE II=1, UNROLL lanes), numerics.hpp:39-44");
+    u.fp("quantize max |x|", 4.0 * lanes, maxabs, "4 call sites x " + L,
+         q_sites + "; src/kernels/vector_unit.hpp:110-121 (PIPELINE II=1)");
+    u.fp("quantize scalar part", 4, q_scalar, "4 call sites x one core of each kind [assumption]",
+         q_sites + "; src/kernels/vector_unit.hpp:167,181");
+    Ops add;
+    add.fadd = 1;
+    u.fp("residual add", lanes, add, "1 call site x " + L,
+         "src/codegen/emit_text.cpp:351; src/kernels/vector_unit.hpp:189-195 (PIPELINE II=1, UNROLL lanes)");
+    // swiglu: per lane exp_rom (numerics.hpp:102-113: x log2e 2^B, round (+/- magic), to int,
+    // n and i to float, r by 4 products and 4 sums, the cubic (3 products, 3 sums), x T[i],
+    // x 2^n; 3 compares) then 1 + e, 1 / (...), v x (...), x up.
+    Ops swiglu;
+    swiglu.fmul = 10 + 2;
+    swiglu.fadd = 9 + 1;
+    swiglu.fdiv = 1;
+    swiglu.fcmp = 3;
+    swiglu.fptosi = 1;
+    swiglu.sitofp = 2;
+    u.fp("swiglu", lanes, swiglu, "1 call site x " + L + " (exp_rom: 10 fmul, 9 fadd, 3 fcmp, 1 fptosi, 2 sitofp)",
+         "src/codegen/emit_text.cpp:354; src/kernels/vector_unit.hpp:204-214 (PIPELINE II=1, UNROLL lanes), "
+         "numerics.hpp:102-113 (exp_rom)");
+    const long long rom_depth = 1LL << d.vector_unit.exp_table_bits;
+    u.memory("exp ROMs", lanes, 32, rom_depth, fmt::format("one per lane, 2^{} entries", d.vector_unit.exp_table_bits),
+             "src/kernels/vector_unit.hpp:202-203 (Exp2Roms<bits, lanes>, ARRAY_PARTITION complete dim=1)");
+    // RoPE: lanes elements (lanes / 2 pairs) per cycle, each pair 4 products and 2 sums.
+    Ops rope;
+    rope.fmul = 2;
+    rope.fadd = 1;
+    const int rope_lanes = std::max(2, lanes);
+    u.fp("rope", 2.0 * rope_lanes, rope, fmt::format("2 call sites (q, k) x max(2, lanes) = {} elements", rope_lanes),
+         "src/codegen/templates/overlay.hpp:88,92; src/kernels/vector_unit.hpp:247-257 (PIPELINE II=1: per pair "
+         "4 fmul, 1 fsub, 1 fadd)");
+    units.push_back(u.done());
+  }
+
+  // Attention and the KV store (one call site each, emit_text.cpp:338,344).
+  {
+    Unit u("attention", dsp58);
+    const std::string L = fmt::format("lanes = {}", lanes);
+    Ops load;  // two kv_read per lane (k, v): int8 code x scale, fp16 subnormal man x 2^-24
+    if (d.kv_bits != 32) {
+      load.sitofp = 2;
+      load.fmul = 2;
+    }
+    u.fp("K, V load", lanes, load, L + (d.kv_bits == 8 ? " x 2 (k, v: float(code) x scale)" : " x 2 (k, v: binary16 subnormal path)"),
+         "src/kernels/attention.hpp:215-224 (PIPELINE II=1, lanes unrolled), :124-125 (kv_read)");
+    Ops dot;  // lane_reduce of q . k
+    dot.fmul = 1;
+    dot.fadd = 1;
+    u.fp("scores (q . k)", lanes, dot, L, "src/kernels/attention.hpp:242 -> vector_unit.hpp:61-66 (lane_reduce)");
+    Ops rescale;
+    rescale.fmul = 1;
+    u.fp("rescale acc", lanes, rescale, L, "src/kernels/attention.hpp:248-252 (PIPELINE II=1)");
+    Ops pv;
+    pv.fmul = 1;
+    pv.fadd = 1;
+    u.fp("acc += p v", lanes, pv, L, "src/kernels/attention.hpp:258-263 (PIPELINE II=1)");
+    Ops store;
+    store.fdiv = 1;
+    u.fp("store (acc / l)", 1, store, "one element per cycle", "src/kernels/attention.hpp:272-276 (PIPELINE II=1)");
+    Ops scalar;  // / sqrt(d), the scalar exps (corr, p), l updates, the max: one core of each kind
+    scalar.fmul = 1;
+    scalar.fadd = 1;
+    scalar.fdiv = 1;
+    scalar.fsqrt = 1;
+    scalar.fcmp = 1;
+    scalar.sitofp = 1;
+    scalar.fptosi = 1;
+    u.fp("scalar part", 1, scalar, "one core of each kind (sequential region: scores / sqrt(d), exp_table, l) [assumption]",
+         "src/kernels/attention.hpp:179,242-247,256-257");
+    if (d.kv_bits == 8) {  // kv_store: quantize_dynamic of k and of v (two call sites of kv_write)
+      u.fp("kv_store codes", 2.0 * lanes, quantize_codes_ops(), "2 call sites (k, v) x " + L,
+           "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:168-174");
+      u.fp("kv_store max |x|", 2.0 * lanes, max_abs_ops(), "2 call sites (k, v) x " + L,
+           "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:110-121");
+    }
+    const int dl = round_up(std::max(2, k.head_dim), lanes);
+    u.memory("K and V blocks", 2LL * lanes, 32, ceil_div(static_cast<long long>(arch::kKvBlock) * dl, lanes),
+             fmt::format("2 arrays (k, v) x lanes banks; kKvBlock x round_up(head_dim = {}, lanes) = {} x {} floats each",
+                         k.head_dim, arch::kKvBlock, dl),
+             "src/kernels/attention.hpp:171,174-175 (kblk, vblk [B][DL], ARRAY_PARTITION dim=2 cyclic factor=lanes)");
+    u.memory("query accumulator", lanes, 32, ceil_div(dl, lanes), "lanes banks of DL / lanes floats",
+             "src/kernels/attention.hpp:172,176 (acc[Q][DL], ARRAY_PARTITION dim=2 cyclic factor=lanes)");
+    u.memory("scores and scales", d.kv_bits == 8 ? 3 : 1, 32, arch::kKvBlock, "s[B] (+ kscale[B], vscale[B] for int8)",
+             "src/kernels/attention.hpp:172-173 (not partitioned)");
+    units.push_back(u.done());
+  }
+
+  // On-chip activations: the top's static arrays, each cyclically partitioned.
+  {
+    Unit u("on-chip activations", dsp58);
+    const int partition = std::max({pe, lanes, 16});
+    const int max_width =
+        round_up(std::max({k.vocab, k.hidden_dim, k.dim, k.q_dim, k.kv_dim}), std::max(16, lanes));
+    struct Array {
+      const char* name;
+      int copies;
+      int words;
+    };
+    const Array arrays[] = {{"x, xb, xb2 [dim]", 3, k.dim},        {"q, att [q_dim]", 2, k.q_dim},
+                            {"k, v [kv_dim]", 2, k.kv_dim},        {"hb, hb2 [hidden_dim]", 2, k.hidden_dim},
+                            {"logits [vocab]", 1, k.vocab},        {"param [max_width]", 1, max_width}};
+    for (const auto& a : arrays)
+      u.memory(a.name, static_cast<long long>(a.copies) * partition, 32, ceil_div(a.words, partition),
+               fmt::format("{} array(s) x partition = max(rows, lanes, 16) = {} banks; {} words each ({})", a.copies,
+                           partition, a.words, k.source),
+               "src/codegen/emit_text.cpp:278-292 (static float arrays, ARRAY_PARTITION cyclic factor=CFG::partition; "
+               "PARTITION at :103)");
+    units.push_back(u.done());
+  }
+
+  // Memory ports: the m_axi bundles of the top's INTERFACE pragmas (emit_text.cpp:220-224,
+  // 266-273), each an adapter with its read (and, where the top writes, write) data buffer of
+  // outstanding x burst beats (UG1399 'Controlling AXI4 Burst Behavior', 'M_AXI Resources').
+  {
+    Unit u("memory ports", dsp58);
+    const int burst = arch::burst_beats(d);
+    const int bundles = channels + 7;
+    u.term("m_axi adapters", bundles, Resources{kAxiAdapterLut, kAxiAdapterFf, 0, 0, 0},
+           fmt::format("{} bundles: {} weight (gmem_w00..) + host, scales, params, kv_k, kv_v, kv_k_scale, kv_v_scale "
+                       "[adapter logic: assumption]",
+                       bundles, channels),
+           "src/codegen/emit_text.cpp:220-224 (one bundle per weight channel), :268-275");
+    auto buffer = [&](const std::string& what, int copies, int width, int outstanding, int beats, const std::string& src) {
+      Resources each;
+      each.bram36 = bram18_for_bank(width, (long long)outstanding * beats) / 2;
+      u.term(what, copies, each,
+             fmt::format("{} x {} bits x ({} outstanding x {} beats) = {:g} BRAM18 each (UG573)", copies, width, outstanding,
+                         beats, bram18_for_bank(width, (long long)outstanding * beats)),
+             src);
+    };
+    buffer("weight read buffers", channels, 512, arch::kWeightReadsOutstanding, burst,
+           "src/codegen/emit_text.cpp:222-223 (max_read_burst_length=burst_bytes/64, num_read_outstanding=16)");
+    buffer("scales, params read buffers", 2, 512, kAxiDefaultOutstanding, burst,
+           "src/codegen/emit_text.cpp:270-271 (FloatWord: 512 bits, max_read_burst_length=burst_bytes/64)");
+    buffer("KV read and write buffers", 4, 512, kAxiDefaultOutstanding, kAxiDefaultBurst,
+           "src/codegen/emit_text.cpp:272-273 (max_widen_bitwidth=512; read and written, UG1399 defaults 16 x 16)");
+    buffer("KV scale read and write buffers", 4, 32, kAxiDefaultOutstanding, kAxiDefaultBurst,
+           "src/codegen/emit_text.cpp:274-275 (float: 32 bits; UG1399 defaults)");
+    buffer("host read and write buffers", 2, 32, kAxiDefaultOutstanding, kAxiDefaultBurst,
+           "src/codegen/emit_text.cpp:268-269 (program in, result out: 32 bits; UG1399 defaults)");
+    units.push_back(u.done());
+  }
+
+  // Controller: the top's instruction loop.
+  {
+    Unit u("controller", dsp58);
+    u.term("instruction words", arch::kInstructionWords, Resources{0, 32, 0, 0, 0},
+           fmt::format("{} x 32-bit registers; the program is read from gmem_host, no instruction memory on chip",
+                       arch::kInstructionWords),
+           "src/codegen/emit_text.cpp:297-302 (int w[kWords], ARRAY_PARTITION complete)");
+    u.term("instruction loop, opcode switch, s_axilite", 1, Resources{kControlLut, kControlFf, 0, 0, 0},
+           "one [assumption, not measured]", "src/codegen/emit_text.cpp:276,294-358");
+    units.push_back(u.done());
+  }
+  return units;
+}
+
+}  // namespace hw
