@@ -22,6 +22,7 @@ const char* to_string(Op op) {
     case Op::residual_add: return "residual_add";
     case Op::swiglu: return "swiglu";
     case Op::gelu: return "gelu";
+    case Op::head_norm: return "head_norm";
   }
   return "?";
 }
@@ -103,8 +104,7 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 Program build_program(const model::Config& c, const Design& d, Stage stage, int pos, int tokens,
                       const PrecisionFn& precision) {
   if (!c.invalid_reason().empty()) throw std::invalid_argument("model config: " + c.invalid_reason());
-  if (c.qkv_bias || c.qk_norm || c.moe())
-    throw std::invalid_argument("the overlay's instruction list has no q/k/v bias, per-head q/k norm or experts yet");
+  if (c.moe()) throw std::invalid_argument("the overlay's instruction list has no mixture of experts (planning only)");
   if (tokens < 1) throw std::invalid_argument("a program runs at least one token");
   if (stage == Stage::decode && tokens != 1) throw std::invalid_argument("a decode step runs one token");
   if (stage == Stage::prefill && tokens > d.tiling.prefill_block)
@@ -167,7 +167,8 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
     i.row_tiles = ceil_div(shape.rows, d.tiling.tile_rows);
     i.col_tiles = ceil_div(shape.cols, d.tiling.tile_cols);
     const std::int64_t scales = lp.group > 0 ? std::int64_t(shape.rows) * ceil_div(shape.cols, lp.group) : shape.rows;
-    i.weight_bytes = std::int64_t(shape.rows) * shape.cols * lp.weight_bits / 8 + scales * 4;
+    i.bias = c.qkv_bias && (which == model::Linear::wq || which == model::Linear::wk || which == model::Linear::wv);
+    i.weight_bytes = std::int64_t(shape.rows) * shape.cols * lp.weight_bits / 8 + scales * 4 + (i.bias ? shape.rows * 4 : 0);
     if (which == model::Linear::cls) {
       i.host_bytes = std::int64_t(tokens) * shape.rows * 4;  // logits back to the host
     }
@@ -189,6 +190,20 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
     matmul(l, model::Linear::wq, Buf::xb, Buf::q);
     matmul(l, model::Linear::wk, Buf::xb, Buf::k);
     matmul(l, model::Linear::wv, Buf::xb, Buf::v);
+    if (c.qk_norm) {
+      Instruction h = base(Op::head_norm, l, blk + "qk_norm");
+      h.rows = c.n_heads + c.n_kv_heads;
+      h.cols = hd;
+      h.heads = c.n_heads;
+      h.kv_heads = c.n_kv_heads;
+      h.head_dim = hd;
+      h.in = Buf::q;
+      h.in2 = Buf::k;
+      h.out = Buf::q;
+      h.mem = MemGroup::weights;  // the two gain vectors
+      h.weight_bytes = 2 * std::int64_t(hd) * 4;
+      p.instructions.push_back(h);
+    }
     if (c.uses_rope()) {
       Instruction r = base(Op::rope, l, blk + "rope");
       r.rows = c.n_heads + c.n_kv_heads;
@@ -265,6 +280,7 @@ void to_json(nlohmann::json& j, const Instruction& i) {
     j["group"] = i.group;
     j["row_tiles"] = i.row_tiles;
     j["col_tiles"] = i.col_tiles;
+    if (i.bias) j["bias"] = true;
   }
   if (i.heads) {
     j["heads"] = i.heads;

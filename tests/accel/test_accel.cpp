@@ -66,14 +66,14 @@ TEST(AccelKernels, IntegerProductsEqualTheQuantizationReference) {
       auto k = engine::accel::matrix_kernels(pe, simd, tr, tc);
       ASSERT_TRUE(k.w8a8);
       std::fill(got.begin(), got.end(), NAN);
-      k.w8a8(m8.q.data(), m8.scale.data(), qx.data(), &sx, got.data(), nullptr, 1, rows, cols, rows);
+      k.w8a8(m8.q.data(), m8.scale.data(), qx.data(), &sx, got.data(), nullptr, 1, rows, cols, rows, nullptr);
       ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << rows << "x" << cols << " pe " << pe;
       for (int group : {32, 64, 128}) {
         const quant::Int4Matrix m4 = quant::quantize_int4(w, rows, cols, group);
         std::vector<float> want4(static_cast<std::size_t>(rows));
         quant::linear_w4a8(m4, qx.data(), sx, want4.data());
         std::fill(got.begin(), got.end(), NAN);
-        k.w4a8(m4.packed.data(), m4.scale.data(), group, qx.data(), &sx, got.data(), 1, rows, cols, rows);
+        k.w4a8(m4.packed.data(), m4.scale.data(), group, qx.data(), &sx, got.data(), 1, rows, cols, rows, nullptr);
         ASSERT_EQ(std::memcmp(got.data(), want4.data(), got.size() * 4), 0) << "int4 g" << group;
       }
     }
