@@ -10,11 +10,15 @@
 #include <cstring>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "calib/simulated.hpp"
 #include "engine/accel.hpp"
 #include "engine/accel_kernels.hpp"
+#include "model/safetensors.hpp"
 #include "model/synth.hpp"
 #include "quant/quant.hpp"
+#include "testing.hpp"
 
 namespace {
 
@@ -221,6 +225,55 @@ TEST(AccelQwen, ProgramCarriesTheQwenOperations) {
   int norms = 0;
   for (const auto& in : a3.last_program().instructions) norms += in.op == arch::Op::head_norm;
   EXPECT_EQ(norms, 2);
+}
+
+// The command line on a synthesized Qwen2 and Qwen3 written as a Hugging Face folder:
+// `quantize --scheme w8a8`, then `run` and `eval --backend accel` against the simulated
+// quantization of the same file (`run --quant` on the reference engine): the same greedy
+// tokens, and perplexities within Llama's bound of each other.
+TEST(AccelQwenCli, QuantizeRunAndEvalOnTheAccelerator) {
+  using testing_support::run_fpgallm;
+  // The sample's first stories: calibration on half, perplexity on the held-out half.
+  const std::string sample = testing_support::read_bytes(testing_support::sample_text());
+  std::string text;
+  for (std::size_t at = 0, lines = 0; lines < 8 && at < sample.size(); ++lines) {
+    const std::size_t end = std::min(sample.find('\n', at), sample.size() - 1) + 1;
+    text += sample.substr(at, end - at);
+    at = end;
+  }
+  const std::string text_file = testing_support::scratch_dir("accel-cli-text") + "/stories.txt";
+  testing_support::write_bytes(text_file, text);
+  for (auto arch : {model::Arch::qwen2, model::Arch::qwen3}) {
+    const std::string name = model::to_string(arch);
+    const std::string root = testing_support::scratch_dir("accel-cli-" + name);
+    model::Config c = qwen_config(arch);
+    c.vocab_size = 512;  // models/tok512.bin
+    c.seq_len = 256;
+    c.shared_classifier = false;
+    model::Model m = model::synthesize(c, 31);
+    model::save_safetensors_dir(m, root + "/model");
+    const std::string model_args = root + "/model -z " + testing_support::tok512();
+    const auto q = run_fpgallm("quantize " + model_args + " --calib " + text_file +
+                               " --scheme w8a8 -o " + root + "/q.gguf", 300);
+    ASSERT_EQ(q.status, 0) << q.err;
+    const std::string run = "run " + model_args + " --quant " + root + "/q.gguf -t 0 -n 24 -i 'Once upon a time' --json";
+    const auto acc = run_fpgallm(run + " --backend accel");
+    const auto sim = run_fpgallm(run);
+    ASSERT_EQ(acc.status, 0) << acc.err;
+    ASSERT_EQ(sim.status, 0) << sim.err;
+    const auto ja = nlohmann::json::parse(acc.out), js = nlohmann::json::parse(sim.out);
+    EXPECT_EQ(ja["tokens"], js["tokens"]) << name;
+    const auto ev = run_fpgallm("eval " + model_args + " --quant " + root + "/q.gguf --backend accel --text " +
+                                    text_file + " --json",
+                                300);
+    ASSERT_EQ(ev.status, 0) << ev.err;
+    const auto je = nlohmann::json::parse(ev.out);
+    std::printf("%s: greedy tokens %s; perplexity accel %.6f, simulated %.6f (relative %.3g) over %d tokens\n",
+                name.c_str(), ja["tokens"].dump().c_str(), je["perplexity"].get<double>(),
+                je["simulated_perplexity"].get<double>(), je["rel_diff_vs_simulated"].get<double>(),
+                je["tokens"].get<int>());
+    EXPECT_LT(std::fabs(je["rel_diff_vs_simulated"].get<double>()), 2e-3) << name;
+  }
 }
 
 }  // namespace
