@@ -453,3 +453,39 @@ TEST(Codegen, QwenProjectsBitExactGatedAndCanFail) {
     EXPECT_NE(bad.out.find("decode step 1 logits: FAIL"), std::string::npos) << bad.out;
   }
 }
+
+// `plan` then `emit` of the Qwen2.5-0.5B and Qwen3-0.6B presets on the U280: the kernel is
+// the preset's (Qwen3's 128-wide heads: q is 2048 wide on a width of 1024), the golden
+// vectors a small synthesized model of the same block; the project passes the front-end
+// gate and its testbench bit for bit.
+TEST(CodegenCli, QwenPlannedDesignsPassTheGate) {
+  for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b"}) {
+    const std::string root = scratch_dir(std::string("codegen_plan_") + preset);
+    const auto plan = run_fpgallm(std::string("plan ") + preset + " --device u280 -o " + root + "/design.json", 300);
+    ASSERT_EQ(plan.status, 0) << plan.err;
+    const auto design = nlohmann::json::parse(read_bytes(root + "/design.json"));
+    const int channels = design.at("memory").at("weight_channels").get<int>();
+    const int widest = std::max({design.at("matrix_unit").at("rows").get<int>(),
+                                 design.at("matrix_unit").at("cols").get<int>(),
+                                 design.at("vector_unit").at("lanes").get<int>(), 64, channels});
+    const auto emit = run_fpgallm(std::string("emit ") + preset + " --design " + root + "/design.json -o " + root +
+                                      "/proj --golden-steps 2 --json",
+                                  300);
+    ASSERT_EQ(emit.status, 0) << emit.err;
+    const std::string dir = root + "/proj";
+    expect_gate_and_checker(dir, widest);
+    expect_memory_interface(dir, channels);
+    const std::string config = read_bytes(dir + "/src/fpgallm_config.hpp");
+    EXPECT_NE(config.find(std::string(preset) == "qwen3-0.6b" ? "static constexpr int q_dim = 2048;"
+                                                               : "static constexpr int q_dim = 896;"),
+              std::string::npos)
+        << config;
+    EXPECT_NE(read_bytes(dir + "/README.md").find(std::string(preset) == "qwen3-0.6b" ? "qwen3 block (4 KV heads, heads of 16)"
+                                                                                        : "qwen2 block (2 KV heads)"),
+              std::string::npos);
+    compile_testbench(dir);
+    const Shell ok = run_testbench(dir);
+    EXPECT_EQ(ok.status, 0) << ok.out;
+    EXPECT_NE(ok.out.find("decode step 1 logits: 512 values bit-exact"), std::string::npos) << ok.out;
+  }
+}
