@@ -190,8 +190,9 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
     matmul(l, model::Linear::wq, Buf::xb, Buf::q);
     matmul(l, model::Linear::wk, Buf::xb, Buf::k);
     matmul(l, model::Linear::wv, Buf::xb, Buf::v);
-    if (c.qk_norm) {
-      Instruction h = base(Op::head_norm, l, blk + "qk_norm");
+    // Every q head and every k head, in place in q and k (head_norm, rope).
+    auto per_head = [&](Op op, const std::string& name) {
+      Instruction h = base(op, l, name);
       h.rows = c.n_heads + c.n_kv_heads;
       h.cols = hd;
       h.heads = c.n_heads;
@@ -200,22 +201,15 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
       h.in = Buf::q;
       h.in2 = Buf::k;
       h.out = Buf::q;
+      return h;
+    };
+    if (c.qk_norm) {
+      Instruction h = per_head(Op::head_norm, blk + "qk_norm");
       h.mem = MemGroup::weights;  // the two gain vectors
       h.weight_bytes = 2 * std::int64_t(hd) * 4;
       p.instructions.push_back(h);
     }
-    if (c.uses_rope()) {
-      Instruction r = base(Op::rope, l, blk + "rope");
-      r.rows = c.n_heads + c.n_kv_heads;
-      r.cols = hd;
-      r.heads = c.n_heads;
-      r.kv_heads = c.n_kv_heads;
-      r.head_dim = hd;
-      r.in = Buf::q;
-      r.in2 = Buf::k;
-      r.out = Buf::q;
-      p.instructions.push_back(r);
-    }
+    if (c.uses_rope()) p.instructions.push_back(per_head(Op::rope, blk + "rope"));
     {
       Instruction s = base(Op::kv_store, l, blk + "kv_store");
       s.rows = 2;

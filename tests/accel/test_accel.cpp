@@ -16,6 +16,7 @@
 #include "engine/sampler.hpp"
 #include "model/model.hpp"
 #include "quant/quant.hpp"
+#include "accel_logits.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
 
@@ -121,15 +122,6 @@ TEST(Accel, LogitsFollowTheSimulatedQuantization) {
 }  // namespace
 
 namespace {
-
-std::vector<float> logits_of(engine::Transformer& t, const std::vector<int>& tokens) {
-  std::vector<float> all;
-  for (int pos = 0; pos < int(tokens.size()); ++pos) {
-    const float* l = t.forward(tokens[std::size_t(pos)], pos);
-    all.insert(all.end(), l, l + t.config().vocab_size);
-  }
-  return all;
-}
 
 const std::vector<int> kTokens = {1, 403, 407, 261, 378, 292, 261, 299, 3, 312, 331, 278, 265, 407, 304, 400,
                                   300, 285, 267, 290, 261, 411, 280, 40, 262, 290, 327, 359, 266, 270, 289, 312};

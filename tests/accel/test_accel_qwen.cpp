@@ -18,35 +18,18 @@
 #include "model/safetensors.hpp"
 #include "model/synth.hpp"
 #include "quant/quant.hpp"
+#include "accel_logits.hpp"
+#include "small_qwen.hpp"
 #include "testing.hpp"
 
 namespace {
 
-model::Config qwen_config(model::Arch arch) {
-  model::Config c;
-  c.name = arch == model::Arch::qwen2 ? "qwen2-synth" : "qwen3-synth";
-  c.arch = arch;
-  c.dim = 64;
-  c.hidden_dim = arch == model::Arch::qwen2 ? 160 : 96;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 256;
-  c.seq_len = 64;
-  c.rope_theta = 1e6f;
-  c.norm_eps = 1e-6f;
-  c.qkv_bias = arch == model::Arch::qwen2;
-  c.qk_norm = arch == model::Arch::qwen3;
-  if (arch == model::Arch::qwen3) c.head_size = 32;  // not dim / heads = 16
-  return c;
-}
-
 // The synthesized model, with per-head gains that differ by element and by layer (synth
 // makes them 1) so that a gain read at the wrong place shows.
 const model::Model& qwen(model::Arch arch) {
-  static const model::Model q2 = model::synthesize(qwen_config(model::Arch::qwen2), 11);
+  static const model::Model q2 = model::synthesize(testing_support::small_qwen_config(model::Arch::qwen2), 11);
   static const model::Model q3 = [] {
-    model::Model m = model::synthesize(qwen_config(model::Arch::qwen3), 12);
+    model::Model m = model::synthesize(testing_support::small_qwen_config(model::Arch::qwen3), 12);
     for (std::size_t l = 0; l < m.weights.layers.size(); ++l)
       for (std::size_t i = 0; i < m.weights.layers[l].q_norm.size(); ++i) {
         m.weights.layers[l].q_norm[i] = 0.5f + 0.03f * float(i) + 0.1f * float(l);
@@ -59,9 +42,9 @@ const model::Model& qwen(model::Arch arch) {
 
 const quant::QuantModel& quantized(model::Arch arch) {
   static const quant::QuantModel q2 =
-      quant::quantize_model(qwen(model::Arch::qwen2), quant::uniform_plan(qwen_config(model::Arch::qwen2), quant::Scheme::w8a8, 32));
+      quant::quantize_model(qwen(model::Arch::qwen2), quant::uniform_plan(testing_support::small_qwen_config(model::Arch::qwen2), quant::Scheme::w8a8, 32));
   static const quant::QuantModel q3 =
-      quant::quantize_model(qwen(model::Arch::qwen3), quant::uniform_plan(qwen_config(model::Arch::qwen3), quant::Scheme::w8a8, 32));
+      quant::quantize_model(qwen(model::Arch::qwen3), quant::uniform_plan(testing_support::small_qwen_config(model::Arch::qwen3), quant::Scheme::w8a8, 32));
   return arch == model::Arch::qwen2 ? q2 : q3;
 }
 
@@ -78,15 +61,6 @@ arch::Design design(int rows, int cols, int tile_rows, int tile_cols, int lanes)
 }
 
 const std::vector<int> kTokens = {1, 17, 200, 45, 3, 99, 128, 7, 64, 250, 31, 5, 180, 77, 12, 140, 2, 90, 33, 211};
-
-std::vector<float> logits_of(engine::Transformer& t, const std::vector<int>& tokens) {
-  std::vector<float> all;
-  for (int pos = 0; pos < int(tokens.size()); ++pos) {
-    const float* l = t.forward(tokens[std::size_t(pos)], pos);
-    all.insert(all.end(), l, l + t.config().vocab_size);
-  }
-  return all;
-}
 
 struct Agreement {
   double worst_rel = 0;   // max over tokens of max |a - b| / max |b|
@@ -246,10 +220,9 @@ TEST(AccelQwenCli, QuantizeRunAndEvalOnTheAccelerator) {
   for (auto arch : {model::Arch::qwen2, model::Arch::qwen3}) {
     const std::string name = model::to_string(arch);
     const std::string root = testing_support::scratch_dir("accel-cli-" + name);
-    model::Config c = qwen_config(arch);
+    model::Config c = testing_support::small_qwen_config(arch);
     c.vocab_size = 512;  // models/tok512.bin
     c.seq_len = 256;
-    c.shared_classifier = false;
     model::Model m = model::synthesize(c, 31);
     model::save_safetensors_dir(m, root + "/model");
     const std::string model_args = root + "/model -z " + testing_support::tok512();

@@ -29,6 +29,7 @@
 #include "model/presets.hpp"
 #include "model/synth.hpp"
 #include "quant/quant.hpp"
+#include "small_qwen.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
 #include "util/error.hpp"
@@ -369,27 +370,10 @@ TEST(Codegen, StaticActivationScalesAndInt8KvBitExact) {
 
 namespace {
 
-// Small synthesized Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norms with gains that
-// differ by element, heads of 32 on a width of 64).
+// small_qwen.hpp's small Qwen2 and Qwen3, synthesized, with per-head gains that differ by element.
 model::Model synthesized_qwen(model::Arch arch) {
-  model::Config c;
-  c.name = arch == model::Arch::qwen2 ? "qwen2-synth" : "qwen3-synth";
-  c.arch = arch;
-  c.dim = 64;
-  c.hidden_dim = 96;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 256;
+  model::Config c = small_qwen_config(arch);
   c.seq_len = 32;
-  c.rope_theta = 1e6f;
-  c.norm_eps = 1e-6f;
-  c.qkv_bias = arch == model::Arch::qwen2;
-  c.qk_norm = arch == model::Arch::qwen3;
-  if (arch == model::Arch::qwen3) c.head_size = 32;
-  // Untied: with random weights a tied classifier makes every greedy token the previous
-  // one, and attention over identical values does not depend on q or k.
-  c.shared_classifier = false;
   model::Model m = model::synthesize(c, 21);
   for (auto& lw : m.weights.layers)
     for (std::size_t i = 0; i < lw.q_norm.size(); ++i) {

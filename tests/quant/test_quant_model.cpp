@@ -10,6 +10,7 @@
 #include "model/model.hpp"
 #include "model/synth.hpp"
 #include "quant/quant.hpp"
+#include "small_qwen.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
 
@@ -198,23 +199,10 @@ TEST(Smooth, FoldsIntoNormsExactlyInRealArithmetic) {
 
 namespace {
 
-// A Qwen2 (q/k/v biases) or Qwen3 (per-head q/k gains, heads of 32 on a width of 64).
+// small_qwen.hpp's small Qwen2 or Qwen3, synthesized, with random per-head gains.
 model::Model qwen_model(model::Arch arch, unsigned seed) {
-  model::Config c;
-  c.name = model::to_string(arch);
-  c.arch = arch;
-  c.dim = 64;
-  c.hidden_dim = 96;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 96;
+  model::Config c = testing_support::small_qwen_config(arch);
   c.seq_len = 32;
-  c.rope_theta = 1e6f;
-  c.norm_eps = 1e-6f;
-  c.qkv_bias = arch == model::Arch::qwen2;
-  c.qk_norm = arch == model::Arch::qwen3;
-  if (arch == model::Arch::qwen3) c.head_size = 32;
   model::Model m = model::synthesize(c, seed);
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, 0.1f);
