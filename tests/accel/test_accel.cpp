@@ -16,7 +16,7 @@
 #include "engine/sampler.hpp"
 #include "model/model.hpp"
 #include "quant/quant.hpp"
-#include "accel_logits.hpp"
+#include "accel_testing.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
 
@@ -37,18 +37,6 @@ const quant::QuantModel& quantized(quant::Scheme scheme, bool kv8 = false) {
     it = cache.emplace(key, quant::quantize_model(stories(), plan)).first;
   }
   return it->second;
-}
-
-arch::Design design(int rows, int cols, int tile_rows, int tile_cols, int lanes, int kv_bits = 32) {
-  arch::Design d;
-  d.matrix_unit.rows = rows;
-  d.matrix_unit.cols = cols;
-  d.tiling.tile_rows = tile_rows;
-  d.tiling.tile_cols = tile_cols;
-  d.vector_unit.lanes = lanes;
-  d.kv_bits = kv_bits;
-  d.buffers.weight_bytes = 2LL * tile_rows * tile_cols;
-  return d;
 }
 
 TEST(AccelKernels, IntegerProductsEqualTheQuantizationReference) {

@@ -18,7 +18,7 @@
 #include "model/safetensors.hpp"
 #include "model/synth.hpp"
 #include "quant/quant.hpp"
-#include "accel_logits.hpp"
+#include "accel_testing.hpp"
 #include "small_qwen.hpp"
 #include "testing.hpp"
 
@@ -46,18 +46,6 @@ const quant::QuantModel& quantized(model::Arch arch) {
   static const quant::QuantModel q3 =
       quant::quantize_model(qwen(model::Arch::qwen3), quant::uniform_plan(testing_support::small_qwen_config(model::Arch::qwen3), quant::Scheme::w8a8, 32));
   return arch == model::Arch::qwen2 ? q2 : q3;
-}
-
-arch::Design design(int rows, int cols, int tile_rows, int tile_cols, int lanes) {
-  arch::Design d;
-  d.matrix_unit.rows = rows;
-  d.matrix_unit.cols = cols;
-  d.tiling.tile_rows = tile_rows;
-  d.tiling.tile_cols = tile_cols;
-  d.vector_unit.lanes = lanes;
-  d.kv_bits = 32;
-  d.buffers.weight_bytes = 2LL * tile_rows * tile_cols;
-  return d;
 }
 
 const std::vector<int> kTokens = {1, 17, 200, 45, 3, 99, 128, 7, 64, 250, 31, 5, 180, 77, 12, 140, 2, 90, 33, 211};
