@@ -15,8 +15,10 @@
 //   residual_add  `out` += `in`
 //   swiglu        `out` = silu(`out`) * `in` (gate in hb, up in hb2)
 //   gelu          `out` = gelu(`out`)
+//   head_norm     RMSNorm of every q head and every k head (gains [head_dim] each), vector unit
 #define FPGALLM_ISA_OPS(X) \
-  X(embed) X(norm) X(quantize) X(matmul) X(rope) X(kv_store) X(attention) X(residual_add) X(swiglu) X(gelu)
+  X(embed) X(norm) X(quantize) X(matmul) X(rope) X(kv_store) X(attention) X(residual_add) X(swiglu) X(gelu) \
+  X(head_norm)
 
 // On-chip activation buffers, then the two off-chip regions an instruction may name.
 #define FPGALLM_ISA_BUFS(X) \
@@ -26,8 +28,11 @@
 //   op, layer, rows, cols, heads, kv_heads, head_dim, in, out (the numbering above),
 //   weight_bits, group, weight_beat (first word of the matrix on every weight channel),
 //   scale_word (first FloatWord of its row scales), aux (first FloatWord of the norm gain,
-//   embedding table or RoPE table in `params`), static_scale (fp32 bits of a static
-//   activation scale), flags (bit 0: static activation quantization).
+//   embedding table or RoPE table in `params`; of a matmul with a bias, the first FloatWord
+//   of the bias, laid out per row fold as the row scales are; of a head_norm, the q gain,
+//   then the k gain at the next whole FloatWord), static_scale (fp32 bits of a static
+//   activation scale), flags (kFlagStatic: static activation quantization; kFlagBias: the
+//   matmul adds a bias).
 #define FPGALLM_ISA_FIELDS(X)                                                                                 \
   X(op) X(layer) X(rows) X(cols) X(heads) X(kv_heads) X(head_dim) X(in) X(out) X(weight_bits) X(group) \
   X(weight_beat) X(scale_word) X(aux) X(static_scale) X(flags)
@@ -40,6 +45,7 @@ namespace fpgallm_isa {
 enum Op : int { FPGALLM_ISA_OPS(FPGALLM_ISA_OP_ITEM) op_count };
 enum Buf : int { FPGALLM_ISA_BUFS(FPGALLM_ISA_BUF_ITEM) buf_count };
 enum Field : int { FPGALLM_ISA_FIELDS(FPGALLM_ISA_FIELD_ITEM) kWords };
+enum Flag : int { kFlagStatic = 1, kFlagBias = 2 };
 #undef FPGALLM_ISA_OP_ITEM
 #undef FPGALLM_ISA_BUF_ITEM
 #undef FPGALLM_ISA_FIELD_ITEM

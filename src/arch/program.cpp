@@ -81,8 +81,7 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 Program build_program(const model::Config& c, const Design& d, Stage stage, int pos, int tokens,
                       const PrecisionFn& precision) {
   if (!c.invalid_reason().empty()) throw std::invalid_argument("model config: " + c.invalid_reason());
-  if (c.qkv_bias || c.qk_norm || c.moe())
-    throw std::invalid_argument("the overlay's instruction list has no q/k/v bias, per-head q/k norm or experts yet");
+  if (c.moe()) throw std::invalid_argument("the overlay's instruction list has no mixture of experts (planning only)");
   if (tokens < 1) throw std::invalid_argument("a program runs at least one token");
   if (stage == Stage::decode && tokens != 1) throw std::invalid_argument("a decode step runs one token");
   if (stage == Stage::prefill && tokens > d.tiling.prefill_block)
@@ -145,7 +144,8 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
     i.row_tiles = ceil_div(shape.rows, d.tiling.tile_rows);
     i.col_tiles = ceil_div(shape.cols, d.tiling.tile_cols);
     const std::int64_t scales = lp.group > 0 ? std::int64_t(shape.rows) * ceil_div(shape.cols, lp.group) : shape.rows;
-    i.weight_bytes = std::int64_t(shape.rows) * shape.cols * lp.weight_bits / 8 + scales * 4;
+    i.bias = c.qkv_bias && (which == model::Linear::wq || which == model::Linear::wk || which == model::Linear::wv);
+    i.weight_bytes = std::int64_t(shape.rows) * shape.cols * lp.weight_bits / 8 + scales * 4 + (i.bias ? shape.rows * 4 : 0);
     if (which == model::Linear::cls) {
       i.host_bytes = std::int64_t(tokens) * shape.rows * 4;  // logits back to the host
     }
@@ -167,18 +167,26 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
     matmul(l, model::Linear::wq, Buf::xb, Buf::q);
     matmul(l, model::Linear::wk, Buf::xb, Buf::k);
     matmul(l, model::Linear::wv, Buf::xb, Buf::v);
-    if (c.uses_rope()) {
-      Instruction r = base(Op::rope, l, blk + "rope");
-      r.rows = c.n_heads + c.n_kv_heads;
-      r.cols = hd;
-      r.heads = c.n_heads;
-      r.kv_heads = c.n_kv_heads;
-      r.head_dim = hd;
-      r.in = Buf::q;
-      r.in2 = Buf::k;
-      r.out = Buf::q;
-      p.instructions.push_back(r);
+    // Every q head and every k head, in place in q and k (head_norm, rope).
+    auto per_head = [&](Op op, const std::string& name) {
+      Instruction h = base(op, l, name);
+      h.rows = c.n_heads + c.n_kv_heads;
+      h.cols = hd;
+      h.heads = c.n_heads;
+      h.kv_heads = c.n_kv_heads;
+      h.head_dim = hd;
+      h.in = Buf::q;
+      h.in2 = Buf::k;
+      h.out = Buf::q;
+      return h;
+    };
+    if (c.qk_norm) {
+      Instruction h = per_head(Op::head_norm, blk + "qk_norm");
+      h.mem = MemGroup::weights;  // the two gain vectors
+      h.weight_bytes = 2 * std::int64_t(hd) * 4;
+      p.instructions.push_back(h);
     }
+    if (c.uses_rope()) p.instructions.push_back(per_head(Op::rope, blk + "rope"));
     {
       Instruction s = base(Op::kv_store, l, blk + "kv_store");
       s.rows = 2;
@@ -243,6 +251,7 @@ void to_json(nlohmann::json& j, const Instruction& i) {
     j["group"] = i.group;
     j["row_tiles"] = i.row_tiles;
     j["col_tiles"] = i.col_tiles;
+    if (i.bias) j["bias"] = true;
   }
   if (i.heads) {
     j["heads"] = i.heads;

@@ -10,6 +10,10 @@
 //   kv_store(k, v) · attention(q, KV cache -> att) · quantize(att) · matmul wo (att -> xb2) ·
 //   residual_add(x += xb2) · norm(x -> xb) · quantize(xb) · matmul w1, w3 (xb -> hb, hb2) ·
 //   swiglu(hb = silu(hb) * hb2) · quantize(hb) · matmul w2 (hb -> xb2) · residual_add(x += xb2)
+// Qwen2's q/k/v biases are an operand of those three matmuls (added in fp32 after the
+// requantization, in the store stage); Qwen3's per-head RMSNorm of q and k is a head_norm
+// between the matmuls and rope; Qwen3's head width need not be dim / heads (q, att are
+// heads x head_dim wide).
 // framed by embed(token -> x) before the first block and norm(x) · quantize · matmul cls
 // (x -> logits) after the last. GPT-2/BERT-style models (LayerNorm, GELU, no gate) have
 // the same shape with norm = layernorm, no rope, and w1 · gelu · w2 as the feed-forward.
@@ -61,6 +65,7 @@ struct Instruction {
   // matmul: weight precision and the tiling the matrix unit walks.
   int weight_bits = 0;                    // 8, or 4 (unpacked to int8 at the MAC)
   int group = 0;                          // int4: columns per scale group; 0 = one scale per row
+  bool bias = false;                      // matmul: y += b[rows] (fp32) after requantization
   int row_tiles = 0;                      // ceil(rows / tiling.tile_rows)
   int col_tiles = 0;                      // ceil(cols / tiling.tile_cols)
   // Off-chip bytes moved by this instruction (weights incl. scales, KV reads and writes,

@@ -97,7 +97,9 @@ void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, B
   w.double_buffered = true;
   w.streaming = true;
   w.weight_bytes = bytes;
-  w.param_bytes += folds * scale_words * kernels::kWordBytes;
+  // A bias (Qwen2's q/k/v) is read beside the row scales, from the parameter bundle, in the
+  // same store iteration: more bytes, the same cycles.
+  w.param_bytes += folds * scale_words * kernels::kWordBytes * (in.bias ? 2 : 1);
   w.macs = std::int64_t(in.rows) * in.cols;
 }
 
@@ -232,6 +234,15 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
       w.host_bytes = in.host_bytes;
       break;
     }
+    case Op::head_norm: {
+      // The q gain, every q head's RMSNorm, then the k gain and every k head's.
+      w.unit = UnitKind::vector;
+      const std::int64_t heads = tokens * (in.heads + in.kv_heads);
+      w.body_cycles = load_floats(b, "head_norm (q, k gains)", in.head_dim, 2, r, w) +
+                      b.simple("head_norm: lane_reduce (sum of squares) of one head", pass(in.head_dim), heads) +
+                      b.simple("head_norm: scale one head", pass(in.head_dim), heads);
+      break;
+    }
     case Op::rope: {
       w.unit = UnitKind::vector;
       const std::int64_t per_head = ceil_div(in.head_dim, std::max(2, lanes));
@@ -289,6 +300,7 @@ Instruction shard(const Instruction& ins, int cards) {
     }
     case Op::attention:
     case Op::rope:
+    case Op::head_norm:
     case Op::kv_store:
       s.heads = div(ins.heads);
       s.kv_heads = div(ins.kv_heads);

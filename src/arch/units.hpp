@@ -25,6 +25,10 @@
 //                double-buffered when buffers.weight_bytes holds two tiles, each computed
 //                for all tokens (tokens x row folds x column folds x ii + pipeline_depth),
 //                the store stage (tokens x rows) after the last column tile of a row tile.
+//                A bias (qkv_bias) is added in store_rows, read beside the row scales from
+//                the parameter bundle (prefill: in the tiled unit's store stage).
+//   head_norm    the q gain, every q head's RMSNorm (lane reduction, scaling pass), then
+//                the k gain and every k head's (Qwen3's q_norm/k_norm).
 //   rope         the cos/sin row, then every q and k head, lanes elements per cycle.
 //   kv_store     k and v of every KV head: int8 = max |x| and codes (two lane passes),
 //                binary16/fp32 one element per cycle; writes are posted.

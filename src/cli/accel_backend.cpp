@@ -89,8 +89,8 @@ std::uint64_t peak_rss_bytes() {
 
 std::unique_ptr<AccelBackend> make_accel(const model::Model& m, const std::string& qfile,
                                          const std::string& design_file) {
-  if (!m.weights.rope_freq_factors.empty() || m.config.head_size != 0)
-    throw fpgallm::InputError(m.source_path, "the accelerator kernels do not run RoPE scaling or a free head width yet");
+  if (!m.weights.rope_freq_factors.empty())
+    throw fpgallm::InputError(m.source_path, "the accelerator kernels do not run RoPE scaling yet");
   auto b = std::make_unique<AccelBackend>();
   const std::string path = rank_path(design_file);
   b->design = path.empty() ? arch::Design{} : arch::load(path);

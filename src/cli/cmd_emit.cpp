@@ -1,6 +1,7 @@
 // fpgallm emit MODEL|PRESET --design design.json [--quant QFILE] -o DIR: the Vitis project.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/command.hpp"
@@ -29,12 +30,29 @@ void run(const EmitArgs& a) {
   const arch::Design d = arch::load(a.design);
   if (!m.has_weights()) {
     // A preset: the project's kernel, interfaces and schedule are the preset's; the golden
-    // vectors come from a small synthesized model run on the same kernel and design.
+    // vectors come from a small synthesized model of the preset's block (Qwen's biases,
+    // per-head norms and a head width other than dim / heads) run on the same kernel and design.
     if (!a.quant.empty()) throw fpgallm::InputError("--quant", "a preset has no weights to quantize");
-    const model::Model small = model::synthesize(*model::find_preset("stories260k"), 1);
+    model::Config sc = *model::find_preset("stories260k");
+    // No more KV heads than the kernel has (Qwen2.5-0.5B has 2); 8 query heads share them.
+    sc.n_kv_heads = std::min(sc.n_kv_heads, m.config.n_kv_heads);
+    std::string source = "a stories260k-shaped model with synthesized weights (fpgallm synth, seed 1), W8A8";
+    if (sc.n_kv_heads != 4) source = fmt::format("a stories260k-shaped model with {} KV heads, synthesized weights (fpgallm synth, seed 1), W8A8", sc.n_kv_heads);
+    if (m.config.arch == model::Arch::qwen2 || m.config.arch == model::Arch::qwen3) {
+      sc.arch = m.config.arch;
+      sc.qkv_bias = m.config.qkv_bias;
+      sc.qk_norm = m.config.qk_norm;
+      sc.rope_theta = m.config.rope_theta;
+      sc.norm_eps = m.config.norm_eps;
+      if (m.config.head_size) sc.head_size = 2 * sc.dim / sc.n_heads;
+      source = fmt::format("a stories260k-shaped {} block ({} KV heads{}) with synthesized weights (fpgallm synth, "
+                           "seed 1), W8A8",
+                           model::to_string(sc.arch), sc.n_kv_heads,
+                           sc.head_size ? fmt::format(", heads of {}", sc.head_size) : "");
+    }
+    const model::Model small = model::synthesize(sc, 1);
     const quant::QuantModel sq = quant::quantize_model(small, quant::uniform_plan(small.config, quant::Scheme::w8a8, 32));
-    print(a, codegen::emit(m.config, small, sq, d, a.output, codegen::EmitOptions{a.steps},
-                           "a stories260k-shaped model with synthesized weights (fpgallm synth, seed 1), W8A8"));
+    print(a, codegen::emit(m.config, small, sq, d, a.output, codegen::EmitOptions{a.steps}, source));
     return;
   }
   std::unique_ptr<cli::LoadedQuant> q;

@@ -52,7 +52,7 @@ void synth(const SynthArgs& a) {
 
 void setup(CLI::App& root) {
   auto a = std::make_shared<SynthArgs>();
-  auto* cmd = root.add_subcommand("synth", "Deterministic random weights of a preset's shape (llama presets)");
+  auto* cmd = root.add_subcommand("synth", "Deterministic random weights of a preset's shape (llama, qwen2, qwen3 presets)");
   cmd->add_option("--preset", a->preset, "Preset name (fpgallm presets)")->required();
   cmd->add_option("-o,--output", a->output, "Output: a .bin or .gguf file, or a folder (safetensors)")->required();
   cmd->add_option("--format,--to", a->format, "Output format (default: from the output name)")

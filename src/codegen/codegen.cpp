@@ -59,8 +59,9 @@ struct Layout {
   std::vector<kernels::FloatWord> row_scales;               // per matrix, per row fold
   std::vector<kernels::FloatWord> params;                   // embedding, norms, RoPE table
   std::map<std::pair<int, int>, std::pair<int, int>> linear;  // (layer, which) -> (beat, scale word)
+  std::map<std::pair<int, int>, int> bias;                     // (layer, which) -> first FloatWord in params
   int embedding = 0, final_norm = 0, rope = 0;                // first FloatWord
-  std::vector<int> attn_norm, ffn_norm;
+  std::vector<int> attn_norm, ffn_norm, head_norm;            // head_norm: q gain, then k gain
   std::int64_t weight_bytes = 0;                               // int8 codes before padding
 };
 
@@ -79,6 +80,24 @@ int append_rows(std::vector<kernels::FloatWord>& to, const float* v, std::size_t
       for (std::size_t l = 0; l < std::size_t(kernels::kFloatsPerWord); ++l) {
         const std::size_t c = w * kernels::kFloatsPerWord + l;
         word.value[l] = c < width ? v[r * width + c] : 0.0f;
+      }
+      to.push_back(word);
+    }
+  return at;
+}
+
+// `rows` values as the store stage reads them per row fold of PE rows: scale_words
+// FloatWords per fold, value r at lane (r mod PE) of its fold, zero past the edge; returns
+// the first word. The row scales and the biases.
+int append_folds(std::vector<kernels::FloatWord>& to, const float* v, int rows, int pe) {
+  const int at = checked_int(to.size(), "row scales or params");
+  const int scale_words = (pe + kernels::kFloatsPerWord - 1) / kernels::kFloatsPerWord;
+  for (int nf = 0; nf < (rows + pe - 1) / pe; ++nf)
+    for (int w = 0; w < scale_words; ++w) {
+      kernels::FloatWord word{};
+      for (int j = 0; j < kernels::kFloatsPerWord; ++j) {
+        const int in_fold = w * kernels::kFloatsPerWord + j, r = nf * pe + in_fold;
+        word.value[j] = in_fold < pe && r < rows ? v[r] : 0.0f;
       }
       to.push_back(word);
     }
@@ -107,18 +126,7 @@ std::pair<int, int> append_matrix(Layout& l, const quant::Int8Matrix& m, int row
         }
       }
   for (std::size_t w = 0; w < words.size(); ++w) l.channels[w % ch].push_back(words[w]);
-  const int scale_word = checked_int(l.row_scales.size(), "row_scales");
-  const int scale_words = (pe + kernels::kFloatsPerWord - 1) / kernels::kFloatsPerWord;
-  for (int nf = 0; nf < row_folds; ++nf)
-    for (int w = 0; w < scale_words; ++w) {
-      kernels::FloatWord word{};
-      for (int j = 0; j < kernels::kFloatsPerWord; ++j) {
-        const int r = nf * pe + w * kernels::kFloatsPerWord + j;
-        const int in_fold = w * kernels::kFloatsPerWord + j;
-        word.value[j] = in_fold < pe && r < rows ? m.scale[std::size_t(r)] : 0.0f;
-      }
-      l.row_scales.push_back(word);
-    }
+  const int scale_word = append_folds(l.row_scales, m.scale.data(), rows, pe);
   l.weight_bytes += std::int64_t(rows) * cols;
   return {beat, scale_word};
 }
@@ -141,7 +149,18 @@ Layout lay_out(const quant::QuantModel& qm, const arch::Design& d, int channels,
                                                       model::linear_name(lp.layer, lp.which),
                                                       quant::to_string(L.format)));
     l.linear[{lp.layer, int(lp.which)}] = append_matrix(l, L.int8, L.int8.rows, L.int8.cols, d);
+    if (c.qkv_bias && (lp.which == model::Linear::wq || lp.which == model::Linear::wk || lp.which == model::Linear::wv)) {
+      const auto li = std::size_t(lp.layer);
+      const auto& b = lp.which == model::Linear::wq ? qm.bq[li] : lp.which == model::Linear::wk ? qm.bk[li] : qm.bv[li];
+      l.bias[{lp.layer, int(lp.which)}] = append_folds(l.params, b.data(), L.int8.rows, d.matrix_unit.rows);
+    }
   }
+  if (c.qk_norm)
+    for (int i = 0; i < c.n_layers; ++i) {
+      std::vector<float> gains = qm.q_norm[std::size_t(i)];
+      gains.insert(gains.end(), qm.k_norm[std::size_t(i)].begin(), qm.k_norm[std::size_t(i)].end());
+      l.head_norm.push_back(append_rows(l.params, gains.data(), 2, std::size_t(c.head_dim())));
+    }
   // The RoPE table in the fp32 operations of the accelerator backend (engine/accel.cpp).
   const int hd = c.head_dim();
   std::vector<float> rope(std::size_t(context) * hd);
@@ -179,6 +198,7 @@ std::vector<std::int32_t> encode(const arch::Program& p, const quant::QuantModel
     switch (in.op) {
       case arch::Op::embed: w[f_aux] = l.embedding; break;
       case arch::Op::rope: w[f_aux] = l.rope; break;
+      case arch::Op::head_norm: w[f_aux] = l.head_norm.at(std::size_t(in.layer)); break;
       case arch::Op::norm:
         w[f_aux] = in.layer < 0                       ? l.final_norm
                    : ends_with(in.name, "attn_norm") ? l.attn_norm[std::size_t(in.layer)]
@@ -192,7 +212,7 @@ std::vector<std::int32_t> encode(const arch::Program& p, const quant::QuantModel
         if (!consumer) throw std::logic_error("quantize without a consuming matmul");
         const auto& lp = qm.plan.at(consumer->layer, consumer->linear);
         if (lp.act == quant::ActFormat::int8_static) {
-          w[f_flags] = 1;
+          w[f_flags] = kFlagStatic;
           std::uint32_t bits;
           std::memcpy(&bits, &lp.act_scale, 4);
           w[f_static_scale] = std::int32_t(bits);
@@ -204,6 +224,10 @@ std::vector<std::int32_t> encode(const arch::Program& p, const quant::QuantModel
         w[f_weight_bits] = 8;
         w[f_weight_beat] = beat;
         w[f_scale_word] = scale;
+        if (in.bias) {
+          w[f_flags] |= kFlagBias;
+          w[f_aux] = l.bias.at({in.layer, int(in.linear)});
+        }
         break;
       }
       default: break;
@@ -255,8 +279,8 @@ std::string golden_misfit(const model::Config& k, const model::Config& g) {
   for (const auto& s : sizes)
     if (s.golden > s.kernel)
       return fmt::format("the golden model's {} ({}) exceeds the kernel's ({})", s.what, s.golden, s.kernel);
-  if (g.arch != model::Arch::llama || k.arch != model::Arch::llama)
-    return "the emitted overlay runs llama-architecture models only";
+  if (!g.llama_family() || !k.llama_family() || g.moe() || k.moe())
+    return "the emitted overlay runs dense llama-family models only (llama, qwen2, qwen3)";
   return "";
 }
 

@@ -246,6 +246,7 @@ typedef CFG::attention_unit A;
 // the int8 codes and requantized into the destination array.
 void matmul_region(@REGIONPORTS@,
                    const kernels::FloatWord* row_scales, int beat, int beats, int groups, int steps, int scale_word,
+                   const kernels::FloatWord* params, int bias_word,
                    int rows, int cols, const kernels::i8 codes[MV::padded_cols], float code_scale, int dest,
                    float q[CFG::q_dim], float k[CFG::kv_dim], float v[CFG::kv_dim], float xb2[CFG::dim],
                    float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim], float logits[CFG::vocab_size]) {
@@ -255,7 +256,8 @@ void matmul_region(@REGIONPORTS@,
   kernels::Fifo<kernels::AccWord<MV::pe>, 4> acc;
 @READS@  kernels::gather_weight_steps<MV>(channel, weight_steps, groups, steps);
   kernels::matrix_vector_w8a8<MV>(weight_steps, codes, acc, rows, cols);
-  overlay::store_rows<CFG>(acc, row_scales, scale_word, code_scale, rows, dest, q, k, v, xb2, hb, hb2, logits);
+  overlay::store_rows<CFG>(acc, row_scales, scale_word, params, bias_word, code_scale, rows, dest, q, k, v, xb2, hb,
+                          hb2, logits);
 }
 
 }  // namespace
@@ -313,7 +315,7 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
           kernels::rmsnorm<V>(xb, x, param, cols, CFG::norm_eps);
         break;
       case overlay::op_quantize: {
-        const bool fixed = (w[overlay::f_flags] & 1) != 0;
+        const bool fixed = (w[overlay::f_flags] & overlay::kFlagStatic) != 0;
         const float s = kernels::bits_to_float(static_cast<kernels::u32>(w[overlay::f_static_scale]));
         const int in = w[overlay::f_in];
         if (in == overlay::buf_xb) code_scale = overlay::quantize<CFG>(codes, xb, cols, fixed, s);
@@ -324,11 +326,16 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
       }
       case overlay::op_matmul: {
         const kernels::MatrixWords m = kernels::matrix_words<MV>(rows, cols);
+        const int bias_word = (w[overlay::f_flags] & overlay::kFlagBias) != 0 ? w[overlay::f_aux] : -1;
         matmul_region(@WEIGHTARGS@, row_scales, w[overlay::f_weight_beat], m.beats, m.groups, m.steps,
-                      w[overlay::f_scale_word], rows, cols, codes, code_scale, w[overlay::f_out], q, k, v, xb2, hb,
-                      hb2, logits);
+                      w[overlay::f_scale_word], params, bias_word, rows, cols, codes, code_scale, w[overlay::f_out], q,
+                      k, v, xb2, hb, hb2, logits);
         break;
       }
+      case overlay::op_head_norm:
+        overlay::head_norms<CFG>(q, k, params, w[overlay::f_aux], w[overlay::f_heads], w[overlay::f_kv_heads],
+                                 w[overlay::f_head_dim], param);
+        break;
       case overlay::op_rope:
         overlay::load_floats<CFG>(params, w[overlay::f_aux] + pos * ((w[overlay::f_head_dim] + 15) / 16),
                                   w[overlay::f_head_dim], param);

@@ -40,7 +40,12 @@ std::vector<std::string> accel_problems(const quant::QuantModel& qm, const arch:
   std::vector<std::string> p = accel_design_problems(d);
   const auto& c = qm.config;
   using namespace accel;
-  if (c.arch != model::Arch::llama) p.push_back("the accelerator backend runs llama-architecture models only");
+  if (!c.llama_family()) p.push_back("the accelerator backend runs llama-family models only (llama, qwen2, qwen3)");
+  if (c.moe()) p.push_back("the accelerator backend runs dense models only (mixture of experts is for planning)");
+  if (c.qkv_bias && (qm.bq.size() != std::size_t(c.n_layers) || qm.bk.size() != qm.bq.size() || qm.bv.size() != qm.bq.size()))
+    p.push_back("the quantized model lacks the q/k/v biases its config names");
+  if (c.qk_norm && (qm.q_norm.size() != std::size_t(c.n_layers) || qm.k_norm.size() != qm.q_norm.size()))
+    p.push_back("the quantized model lacks the per-head q/k norm gains its config names");
   if (c.head_dim() > kMaxHeadDim || c.head_dim() % 2)
     p.push_back(fmt::format("head size {} (the attention unit takes even sizes up to {})", c.head_dim(), kMaxHeadDim));
   if (c.n_heads > kMaxHeads) p.push_back(fmt::format("{} heads (at most {})", c.n_heads, kMaxHeads));
@@ -298,11 +303,12 @@ void AccelTransformer::State::card_program() {
         in.weight_bytes = std::int64_t(qm.linear(in.layer, in.linear).bytes());
         break;
       case Op::rope:
+      case Op::head_norm:
       case Op::kv_store:
       case Op::attention:
         in.heads = share.q_heads;
         in.kv_heads = share.kv_heads;
-        if (in.op == Op::rope) in.rows = share.q_heads + share.kv_heads;
+        if (in.op == Op::rope || in.op == Op::head_norm) in.rows = share.q_heads + share.kv_heads;
         break;
       case Op::quantize:
         if (in.in == Buf::att) in.cols = share.q_heads * hd;
@@ -369,6 +375,14 @@ void AccelTransformer::State::exec(const arch::Instruction& in, std::size_t inde
       return;
     }
     case Op::matmul: matmul(in); return;
+    case Op::head_norm: {
+      const std::size_t l = std::size_t(in.layer);
+      for (int t = 0; t < n; ++t) {
+        vk.head_rmsnorm(b(Buf::q, t), qm.q_norm[l].data(), in.heads, in.head_dim, c.norm_eps);
+        vk.head_rmsnorm(b(Buf::k, t), qm.k_norm[l].data(), in.kv_heads, in.head_dim, c.norm_eps);
+      }
+      return;
+    }
     case Op::rope: {
       const int hd = in.head_dim;
       for (int t = 0; t < n; ++t) {
@@ -422,6 +436,12 @@ void AccelTransformer::State::matmul(const arch::Instruction& in) {
   const bool partial_sums = tensor && (in.linear == model::Linear::wo || in.linear == model::Linear::w2);
   const bool vocab_rows = tensor && in.linear == model::Linear::cls;
   std::int32_t* acc = partial_sums ? partial.data() : nullptr;
+  const float* bias = nullptr;  // the card's rows of the q/k/v bias
+  if (in.bias) {
+    const std::size_t l = std::size_t(in.layer);
+    bias = in.linear == model::Linear::wq ? qm.bq[l].data() : in.linear == model::Linear::wk ? qm.bk[l].data()
+                                                                                             : qm.bv[l].data();
+  }
   std::vector<float> ones;
   if (vocab_rows) y = logits_part.data(), y_stride = in.rows;
   if (partial_sums && lp.weight == quant::WeightFormat::int4) ones.assign(std::size_t(in.tokens), 1.0f), xs = ones.data();
@@ -439,7 +459,7 @@ void AccelTransformer::State::matmul(const arch::Instruction& in) {
     for (int k = 0; k < chunks; ++k) {
       const int f0 = k * chunk, r0 = f0 * pe, rows = std::min(in.rows, (f0 + chunk) * pe) - r0;
       mv.w8a8(packed.data(), f0, x, L.int8.scale.data() + r0, xs[0], y + r0, acc ? acc + r0 : nullptr, rows,
-              in.cols);
+              in.cols, bias ? bias + r0 : nullptr);
     }
   } else {
     // Prefill blocks and int4: the tiled kernel.
@@ -450,12 +470,12 @@ void AccelTransformer::State::matmul(const arch::Instruction& in) {
       const int r0 = rt * tile, rows = std::min(tile, in.rows - r0);
       if (lp.weight == quant::WeightFormat::int8) {
         mk.w8a8(L.int8.q.data() + std::size_t(r0) * in.cols, L.int8.scale.data() + r0, x, xs, y + r0,
-                acc ? acc + r0 : nullptr, in.tokens, rows, in.cols, y_stride);
+                acc ? acc + r0 : nullptr, in.tokens, rows, in.cols, y_stride, bias ? bias + r0 : nullptr);
       } else {
         const auto& m = L.int4;
         mk.w4a8(m.packed.data() + std::size_t(r0) * std::size_t(m.row_bytes()),
                 m.scale.data() + std::size_t(r0) * std::size_t(m.groups()), m.group, x, xs, y + r0, in.tokens, rows,
-                in.cols, y_stride);
+                in.cols, y_stride, bias ? bias + r0 : nullptr);
       }
     }
   }

@@ -23,18 +23,20 @@ inline constexpr int kMaxHeads = 256;
 // The streaming matrix unit (kernels::matrix_vector_w8a8) on one token: the weights of a
 // matrix as PE x SIMD steps in read order (pack_steps), the row folds [first_fold,
 // first_fold + ceil(rows/PE)) of it; y[r] = (float(acc[r]) * w_scale[r]) * x_scale for
-// r < rows, and acc_out[r] = acc[r] when acc_out is not null. x holds ceil(cols/SIMD)*SIMD
-// readable codes.
+// r < rows (+ bias[r] when bias is not null), and acc_out[r] = acc[r] when acc_out is not
+// null. x holds ceil(cols/SIMD)*SIMD readable codes.
 struct MatrixVectorKernel {
   void (*w8a8)(const kernels::i8* steps, int first_fold, const kernels::i8* x, const float* w_scale, float x_scale,
-               float* y, kernels::i32* acc_out, int rows, int cols) = nullptr;
+               float* y, kernels::i32* acc_out, int rows, int cols, const float* bias) = nullptr;
 };
 
+// kernels::matmul_w8a8 / matmul_w4a8 (bias: null or fp32 [rows]).
 struct MatrixKernels {
   void (*w8a8)(const kernels::i8* w, const float* w_scale, const kernels::i8* x, const float* x_scale, float* y,
-               kernels::i32* acc_out, int tokens, int rows, int cols, int y_stride) = nullptr;
+               kernels::i32* acc_out, int tokens, int rows, int cols, int y_stride, const float* bias) = nullptr;
   void (*w4a8)(const kernels::u8* packed, const std::uint16_t* w_scale, int group, const kernels::i8* x,
-               const float* x_scale, float* y, int tokens, int rows, int cols, int y_stride) = nullptr;
+               const float* x_scale, float* y, int tokens, int rows, int cols, int y_stride,
+               const float* bias) = nullptr;
 };
 
 template <int BITS>
@@ -47,6 +49,7 @@ struct AttentionKernels {
 
 struct VectorKernels {
   void (*rmsnorm)(float* out, const float* x, const float* gain, int n, float eps) = nullptr;
+  void (*head_rmsnorm)(float* x, const float* gain, int heads, int head_dim, float eps) = nullptr;
   float (*quantize_dynamic)(kernels::i8* q, const float* x, int n) = nullptr;
   void (*quantize_static)(kernels::i8* q, const float* x, float scale, int n) = nullptr;
   void (*residual_add)(float* x, const float* y, int n) = nullptr;

@@ -22,7 +22,7 @@ MatrixKernels instance() {
 
 template <int PE, int SIMD>
 void matrix_vector_w8a8(const kernels::i8* steps, int first_fold, const kernels::i8* x, const float* w_scale,
-                        float x_scale, float* y, kernels::i32* acc_out, int rows, int cols) {
+                        float x_scale, float* y, kernels::i32* acc_out, int rows, int cols, const float* bias) {
   using Cfg = kernels::MatrixVectorConfig<PE, SIMD, 1, kMaxRows, kMaxCols>;
   using Step = kernels::WeightStep<Cfg::step_words>;
   // The weight stream read straight from memory (no FIFO: nothing runs beside it here).
@@ -35,10 +35,12 @@ void matrix_vector_w8a8(const kernels::i8* steps, int first_fold, const kernels:
     float x_scale;
     float* y;
     kernels::i32* acc_out;
+    const float* bias;
     int rows, r0;
     void write(const kernels::AccWord<PE>& a) {
       for (int pe = 0; pe < PE && r0 + pe < rows; ++pe) {
-        y[r0 + pe] = kernels::requantize_w8a8(a.acc[pe], w_scale[r0 + pe], x_scale);
+        const float value = kernels::requantize_w8a8(a.acc[pe], w_scale[r0 + pe], x_scale);
+        y[r0 + pe] = bias ? kernels::add_bias(value, bias[r0 + pe]) : value;
         if (acc_out) acc_out[r0 + pe] = a.acc[pe];
       }
       r0 += PE;
@@ -46,7 +48,7 @@ void matrix_vector_w8a8(const kernels::i8* steps, int first_fold, const kernels:
   };
   const std::size_t col_folds = std::size_t(cols + SIMD - 1) / SIMD;
   Reader in{reinterpret_cast<const Step*>(steps) + std::size_t(first_fold) * col_folds};
-  Store out{w_scale, x_scale, y, acc_out, rows, 0};
+  Store out{w_scale, x_scale, y, acc_out, bias, rows, 0};
   kernels::matrix_vector_w8a8<Cfg>(in, x, out, rows, cols);
 }
 

@@ -22,6 +22,7 @@ VectorKernels instance() {
   using A = kernels::AttentionConfig<V, kMaxHeadDim, arch::kKvBlock, kMaxTokens, kMaxContext, kMaxHeads>;
   VectorKernels k;
   k.rmsnorm = &kernels::rmsnorm<V>;
+  k.head_rmsnorm = &kernels::head_rmsnorm<V, kMaxHeads>;
   k.quantize_dynamic = &kernels::quantize_dynamic<V>;
   k.quantize_static = &kernels::quantize_static<V>;
   k.residual_add = &kernels::residual_add<V>;

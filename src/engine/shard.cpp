@@ -129,12 +129,25 @@ quant::QuantModel shard_model(const quant::QuantModel& full, const CardShare& sh
   if (share.embedding) s.token_embedding = full.token_embedding;
   s.attn_norm.resize(full.attn_norm.size());
   s.ffn_norm.resize(full.ffn_norm.size());
+  for (auto* v : {&s.bq, &s.bk, &s.bv, &s.q_norm, &s.k_norm}) v->resize(full.attn_norm.size());
   s.linears.resize(full.linears.size());
   const int hd = c.head_dim();
   const bool tensor = share.split == arch::Split::tensor && share.cards > 1;
   for (int layer = share.layer_begin; layer < share.layer_end; ++layer) {
     s.attn_norm[std::size_t(layer)] = full.attn_norm[std::size_t(layer)];
     s.ffn_norm[std::size_t(layer)] = full.ffn_norm[std::size_t(layer)];
+    // The card's heads of the q/k/v biases; the per-head norm gains are shared by all heads.
+    auto slice = [&](const std::vector<std::vector<float>>& v, int heads) {
+      const auto& all = v[std::size_t(layer)];
+      if (!tensor || all.empty()) return all;
+      const auto first = all.begin() + std::ptrdiff_t(share.card) * heads * hd;
+      return std::vector<float>(first, first + std::ptrdiff_t(heads) * hd);
+    };
+    s.bq[std::size_t(layer)] = slice(full.bq, share.q_heads);
+    s.bk[std::size_t(layer)] = slice(full.bk, share.kv_heads);
+    s.bv[std::size_t(layer)] = slice(full.bv, share.kv_heads);
+    s.q_norm[std::size_t(layer)] = full.q_norm[std::size_t(layer)];
+    s.k_norm[std::size_t(layer)] = full.k_norm[std::size_t(layer)];
     for (Linear w : model::kBlockLinears) {
       const auto& l = full.linear(layer, w);
       auto& out = s.linears[quant::Plan::index(c.n_layers, layer, w)];
@@ -167,6 +180,8 @@ std::uint64_t resident_weight_bytes(const quant::QuantModel& qm) {
   std::uint64_t total = qm.linear_weight_bytes() + 4 * qm.token_embedding.size() + 4 * qm.final_norm.size();
   for (const auto& v : qm.attn_norm) total += 4 * v.size();
   for (const auto& v : qm.ffn_norm) total += 4 * v.size();
+  for (const auto* per_layer : {&qm.bq, &qm.bk, &qm.bv, &qm.q_norm, &qm.k_norm})
+    for (const auto& v : *per_layer) total += 4 * v.size();
   return total;
 }
 
@@ -175,6 +190,8 @@ std::uint64_t replicated_weight_bytes(const quant::QuantModel& qm, const CardSha
   std::uint64_t total = 4 * (qm.token_embedding.size() + qm.final_norm.size());
   for (const auto& v : qm.attn_norm) total += 4 * v.size();
   for (const auto& v : qm.ffn_norm) total += 4 * v.size();
+  for (const auto* per_layer : {&qm.bq, &qm.bk, &qm.bv, &qm.q_norm, &qm.k_norm})
+    for (const auto& v : *per_layer) total += 4 * v.size();
   for (int layer = 0; layer < qm.config.n_layers; ++layer)
     for (Linear w : {Linear::wo, Linear::w2}) {
       const auto& l = qm.linear(layer, w);

@@ -58,6 +58,12 @@ inline float half_to_float(std::uint16_t h) {
   return bits_to_float(sign | ((exp + 112) << 23) | (man << 13));
 }
 
+// The bias of a linear layer (Qwen2's q/k/v projections), folded into the store stage of
+// the matrix unit: one fp32 add after the requantization, the order of the reference
+// engine (the product, then the bias). A layer without bias skips the add (adding 0 would
+// turn -0 into +0).
+inline float add_bias(float requantized, float bias) { return requantized + bias; }
+
 namespace detail {
 
 // Loads one activation column slab x[t][c0 .. c0+TILE_COLS) (zero beyond cols).
@@ -193,12 +199,13 @@ inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], i32 gacc
 
 // W8A8 (docs/quantization.md section 4):
 //   acc[t][r] = sum_c w[r][c] * x[t][c]            (int32, exact)
-//   y[t * y_stride + r] = (float(acc) * w_scale[r]) * x_scale[t]
+//   y[t * y_stride + r] = (float(acc) * w_scale[r]) * x_scale[t]  (+ bias[r], when given)
 // w: int8 [rows][cols]; x: int8 [tokens][cols]; acc_out (optional, may be null): the int32
-// accumulators [tokens][rows] for tests and for static requantization.
+// accumulators [tokens][rows] for tests and for static requantization; bias (optional):
+// fp32 [rows] added in the store stage (add_bias).
 template <class CFG>
 void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_scale, float* y, i32* acc_out,
-                 int tokens, int rows, int cols, int y_stride) {
+                 int tokens, int rows, int cols, int y_stride, const float* bias = nullptr) {
   i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
   i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];
   i32 acc[CFG::max_tokens][CFG::tile_rows];
@@ -239,8 +246,8 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
         for (int r = 0; r < CFG::tile_rows; ++r) {
 #pragma HLS PIPELINE II=1
           if (r >= rows_used) break;
-          y[static_cast<long>(t) * y_stride + r0 + r] =
-              (static_cast<float>(acc[t][r]) * w_scale[r0 + r]) * x_scale[t];
+          const float value = (static_cast<float>(acc[t][r]) * w_scale[r0 + r]) * x_scale[t];
+          y[static_cast<long>(t) * y_stride + r0 + r] = bias ? add_bias(value, bias[r0 + r]) : value;
           if (acc_out) acc_out[static_cast<long>(t) * y_stride + r0 + r] = acc[t][r];
         }
       }
@@ -253,7 +260,7 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
 // group: 32, 64 or 128 columns (a multiple of 32, as the packing requires).
 template <class CFG>
 void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, const i8* x, const float* x_scale,
-                 float* y, int tokens, int rows, int cols, int y_stride) {
+                 float* y, int tokens, int rows, int cols, int y_stride, const float* bias = nullptr) {
   static_assert(CFG::tile_cols % 32 == 0, "int4 tiles hold whole 32-column chunks");
   i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
   i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];
@@ -299,7 +306,8 @@ void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, cons
         for (int r = 0; r < CFG::tile_rows; ++r) {
 #pragma HLS PIPELINE II=1
           if (r >= rows_used) break;
-          y[static_cast<long>(t) * y_stride + r0 + r] = sum[t][r] * x_scale[t];
+          const float value = sum[t][r] * x_scale[t];
+          y[static_cast<long>(t) * y_stride + r0 + r] = bias ? add_bias(value, bias[r0 + r]) : value;
         }
       }
     }

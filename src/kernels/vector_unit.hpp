@@ -143,6 +143,17 @@ inline void rmsnorm(float* out, const float* x, const float* gain, int n, float 
   }
 }
 
+// Per-head RMSNorm in place (Qwen3's q_norm / k_norm): each of `heads` vectors of
+// head_dim elements, x + h * head_dim, normalized by rmsnorm with the one gain [head_dim]
+// all heads share.
+template <class CFG, int MAX_HEADS>
+inline void head_rmsnorm(float* x, const float* gain, int heads, int head_dim, float eps) {
+  for (int h = 0; h < MAX_HEADS; ++h) {
+    if (h >= heads) break;
+    rmsnorm<CFG>(x + h * head_dim, x + h * head_dim, gain, head_dim, eps);
+  }
+}
+
 // LayerNorm: out[i] = (x[i] - mean) * (1 / sqrt(var + eps)) * gain[i] + bias[i], with the
 // biased variance sum((x - mean)^2) / n (two passes over x). out may alias x.
 template <class CFG>

@@ -72,18 +72,23 @@ std::vector<std::uint64_t> gguf_matrix_dims(MatrixShape s) {
 
 void put_llama_metadata(gguf::Writer& w, const Config& c) {
   using gguf::Value;
-  w.set("general.architecture", Value::string("llama"));
+  const std::string arch = to_string(c.arch), k = arch + ".";
+  w.set("general.architecture", Value::string(arch));
   w.set("general.name", Value::string(c.name));
-  w.set("llama.context_length", Value::u32(static_cast<std::uint32_t>(c.seq_len)));
-  w.set("llama.embedding_length", Value::u32(static_cast<std::uint32_t>(c.dim)));
-  w.set("llama.block_count", Value::u32(static_cast<std::uint32_t>(c.n_layers)));
-  w.set("llama.feed_forward_length", Value::u32(static_cast<std::uint32_t>(c.hidden_dim)));
-  w.set("llama.rope.dimension_count", Value::u32(static_cast<std::uint32_t>(c.head_dim())));
-  w.set("llama.attention.head_count", Value::u32(static_cast<std::uint32_t>(c.n_heads)));
-  w.set("llama.attention.head_count_kv", Value::u32(static_cast<std::uint32_t>(c.n_kv_heads)));
-  w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(c.norm_eps));
-  w.set("llama.rope.freq_base", Value::f32(c.rope_theta));
-  w.set("llama.vocab_size", Value::u32(static_cast<std::uint32_t>(c.vocab_size)));
+  w.set(k + "context_length", Value::u32(static_cast<std::uint32_t>(c.seq_len)));
+  w.set(k + "embedding_length", Value::u32(static_cast<std::uint32_t>(c.dim)));
+  w.set(k + "block_count", Value::u32(static_cast<std::uint32_t>(c.n_layers)));
+  w.set(k + "feed_forward_length", Value::u32(static_cast<std::uint32_t>(c.hidden_dim)));
+  w.set(k + "rope.dimension_count", Value::u32(static_cast<std::uint32_t>(c.head_dim())));
+  w.set(k + "attention.head_count", Value::u32(static_cast<std::uint32_t>(c.n_heads)));
+  w.set(k + "attention.head_count_kv", Value::u32(static_cast<std::uint32_t>(c.n_kv_heads)));
+  if (c.head_size) {  // a head width other than dim / heads (Qwen3)
+    w.set(k + "attention.key_length", Value::u32(static_cast<std::uint32_t>(c.head_size)));
+    w.set(k + "attention.value_length", Value::u32(static_cast<std::uint32_t>(c.head_size)));
+  }
+  w.set(k + "attention.layer_norm_rms_epsilon", Value::f32(c.norm_eps));
+  w.set(k + "rope.freq_base", Value::f32(c.rope_theta));
+  w.set(k + "vocab_size", Value::u32(static_cast<std::uint32_t>(c.vocab_size)));
 }
 
 void put_tokenizer_metadata(gguf::Writer& w, const Tokenizer& t) {

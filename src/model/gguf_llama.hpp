@@ -23,7 +23,8 @@ std::vector<std::uint64_t> gguf_matrix_dims(MatrixShape s);
 // (0, all F32, for a type without one).
 std::uint32_t llama_file_type(gguf::GgmlType t);
 
-// general.architecture, general.name and the llama.* hyper-parameters of c.
+// general.architecture (c.arch: llama, qwen2, qwen3), general.name and that architecture's
+// hyper-parameters (<arch>.context_length, ...) of c.
 void put_llama_metadata(gguf::Writer& w, const Config& c);
 // tokenizer.ggml.model = "llama", tokens ("▁" for space), scores, token_type, bos/eos/unk ids.
 void put_tokenizer_metadata(gguf::Writer& w, const Tokenizer& t);

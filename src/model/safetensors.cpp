@@ -479,7 +479,6 @@ Model load_safetensors_dir(const std::string& dir_name) {
 void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tokenizer* tokenizer, const std::string& dtype) {
   namespace st = safetensors;
   const Config& c = m.config;
-  if (c.arch != Arch::llama) throw fpgallm::InputError(dir_name, "safetensors output supports llama models only");
   if (!m.weights.rope_freq_factors.empty() && c.rope_scaling.factor == 0)
     throw fpgallm::InputError(dir_name, "the model's RoPE frequency factors (GGUF rope_freqs) have no config.json rope_scaling form");
   if (!m.has_weights()) throw fpgallm::InputError(dir_name, "the model has no weights to write");
@@ -492,8 +491,13 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
   fpgallm::check_output(dir_name, fpgallm::OutputKind::folder);
 
   std::vector<st::NamedTensor> tensors;
-  std::vector<std::vector<float>> permuted;  // HF-ordered copies of q_proj and k_proj
-  permuted.reserve(static_cast<std::size_t>(c.n_layers) * 2);
+  std::vector<std::vector<float>> permuted;  // HF-ordered copies of q_proj, k_proj, their biases and gains
+  permuted.reserve(static_cast<std::size_t>(c.n_layers) * 6);  // no reallocation: tensors hold spans of them
+  auto hf_order = [&](const std::vector<float>& v, int heads, int cols) -> std::span<const float> {
+    permuted.push_back(v);
+    st::interleaved_to_hf(permuted.back(), heads, c.head_dim(), cols);
+    return permuted.back();
+  };
   auto matrix = [](MatrixShape s) {
     return std::vector<std::uint64_t>{static_cast<std::uint64_t>(s.rows), static_cast<std::uint64_t>(s.cols)};
   };
@@ -504,12 +508,20 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
     tensors.push_back({fmt::format("model.layers.{}.input_layernorm.weight", l), {dim}, lw.attn_norm});
     for (Linear which : kBlockLinears) {
       std::span<const float> data = lw.linear(which);
-      if (which == Linear::wq || which == Linear::wk) {
-        permuted.push_back(lw.linear(which));
-        st::interleaved_to_hf(permuted.back(), which == Linear::wq ? c.n_heads : c.n_kv_heads, c.head_dim(), c.dim);
-        data = permuted.back();
-      }
+      if (which == Linear::wq || which == Linear::wk)
+        data = hf_order(lw.linear(which), which == Linear::wq ? c.n_heads : c.n_kv_heads, c.dim);
       tensors.push_back({st::hf_tensor_name(l, which), matrix(linear_shape(c, which)), data});
+    }
+    const auto q_rows = static_cast<std::uint64_t>(c.n_heads) * c.head_dim(), kv_rows = static_cast<std::uint64_t>(c.kv_dim());
+    if (c.qkv_bias) {
+      tensors.push_back({fmt::format("model.layers.{}.self_attn.q_proj.bias", l), {q_rows}, hf_order(lw.bq, c.n_heads, 1)});
+      tensors.push_back({fmt::format("model.layers.{}.self_attn.k_proj.bias", l), {kv_rows}, hf_order(lw.bk, c.n_kv_heads, 1)});
+      tensors.push_back({fmt::format("model.layers.{}.self_attn.v_proj.bias", l), {kv_rows}, lw.bv});
+    }
+    if (c.qk_norm) {
+      const auto head = static_cast<std::uint64_t>(c.head_dim());
+      tensors.push_back({fmt::format("model.layers.{}.self_attn.q_norm.weight", l), {head}, hf_order(lw.q_norm, 1, 1)});
+      tensors.push_back({fmt::format("model.layers.{}.self_attn.k_norm.weight", l), {head}, hf_order(lw.k_norm, 1, 1)});
     }
     tensors.push_back({fmt::format("model.layers.{}.post_attention_layernorm.weight", l), {dim}, lw.ffn_norm});
   }

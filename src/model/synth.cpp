@@ -8,6 +8,7 @@ namespace model {
 namespace {
 
 constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+constexpr double kBiasStd = 0.1;
 
 std::uint64_t splitmix64(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -35,8 +36,9 @@ double synth_normal(std::uint64_t key, std::uint64_t k) {
 }
 
 Model synthesize(const Config& c, std::uint64_t seed) {
-  if (c.arch != Arch::llama)
-    throw std::invalid_argument(std::string("synth makes llama-architecture models only; ") + c.name + " is " + to_string(c.arch));
+  if (!c.llama_family())
+    throw std::invalid_argument(std::string("synth makes llama-family models only (llama, qwen2, qwen3); ") + c.name +
+                                " is " + to_string(c.arch));
   if (auto why = c.invalid_reason(); !why.empty()) throw std::invalid_argument("bad shape: " + why);
   Model m;
   m.config = c;
@@ -59,6 +61,16 @@ Model synthesize(const Config& c, std::uint64_t seed) {
   w.final_norm.assign(w.final_norm.size(), 1.0f);
   ++index;
   if (!c.shared_classifier) fill(w.classifier, seed, index, base);
+  ++index;
+  for (std::vector<float> LayerWeights::*bias : {&LayerWeights::bq, &LayerWeights::bk, &LayerWeights::bv})
+    for (auto& l : w.layers) {
+      if (c.qkv_bias) fill(l.*bias, seed, index, kBiasStd);
+      ++index;
+    }
+  for (auto& l : w.layers) {
+    l.q_norm.assign(l.q_norm.size(), 1.0f);
+    l.k_norm.assign(l.k_norm.size(), 1.0f);
+  }
   return m;
 }
 

@@ -10,7 +10,9 @@
 // Irwin-Hall sum z = (sum(u_i) + 6)/65536 - 6, a normal-like value with mean 0 and variance
 // exactly 1; the weight is float(z * std). Std: 0.02 for the embedding, wq, wk, wv, w1, w3
 // and the classifier; 0.02/sqrt(2*n_layers) for wo and w2 (the residual-branch outputs, as
-// GPT-2 scales them), so activations keep their size through depth. Norm weights are 1.
+// GPT-2 scales them), so activations keep their size through depth. Norm weights (the
+// per-head q/k norms included) are 1. The q/k/v biases (qkv_bias) are tensors
+// 5 + 7*n_layers + kind*n_layers + layer (kind 0..2 = bq bk bv), std 0.1.
 #include <cstdint>
 
 #include "model/model.hpp"

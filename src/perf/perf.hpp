@@ -235,7 +235,7 @@ enum class Hardware { fpgallm_kernels, published_accelerator };
 // An FPGA design. Throws fpgallm::InputError when the design is invalid or its device is
 // a GPU or lacks the figures the model needs. On fpgallm's kernels, designs the instruction
 // list cannot express (several compute units, host operators, weights.bits / N:M sparsity,
-// batch > 1, Qwen/MoE features) fall back to the per-operation model, with a note.
+// batch > 1, mixture of experts) fall back to the per-operation model, with a note.
 Prediction predict(const arch::Design& design, const hw::Device& device, const Workloads& w,
                    const Constants& c = constants(), Hardware hardware = Hardware::fpgallm_kernels);
 // A GPU baseline running the same workload on `cards` GPUs (tensor parallel when > 1).

@@ -326,7 +326,8 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
 graph::OpKind op_kind(const arch::Instruction& in) {
   switch (in.op) {
     case arch::Op::embed: return graph::OpKind::embedding;
-    case arch::Op::norm: return graph::OpKind::norm;
+    case arch::Op::norm:
+    case arch::Op::head_norm: return graph::OpKind::norm;
     case arch::Op::matmul: return in.linear == model::Linear::cls ? graph::OpKind::classifier : graph::OpKind::matmul;
     case arch::Op::rope: return graph::OpKind::rope;
     case arch::Op::kv_store: return graph::OpKind::attention_value;

@@ -165,6 +165,9 @@ struct QuantModel {
   std::vector<float> token_embedding;                  // fp32 [vocab][dim]
   std::vector<std::vector<float>> attn_norm, ffn_norm;  // fp32, folded if smoothed
   std::vector<float> final_norm;
+  // Per block, fp32 as in model::LayerWeights, empty when the config has none: the q/k/v
+  // biases (qkv_bias) and the per-head q/k norm gains (qk_norm).
+  std::vector<std::vector<float>> bq, bk, bv, q_norm, k_norm;
   std::vector<QuantLinear> linears;  // Plan::layers order
   // The calibration text (file name and FNV-1a 64 of its bytes), so that evaluating on
   // the same file can report the held-out half only.

@@ -1,5 +1,6 @@
 // The quantized model as GGUF (docs/quantization.md section 8): a file llama.cpp loads and
-// runs as it is (standard ggml block types, llama.cpp's keys and tensor set), with the plan
+// runs as it is (standard ggml block types, llama.cpp's keys and tensor set of the llama, qwen2 or qwen3
+// architecture; Qwen's q/k rows in its rotate-half order), with the plan
 // in fpgallm.quant.* keys so that fpgallm recovers the exact integer codes and scales.
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "model/gguf.hpp"
 #include "model/gguf_llama.hpp"
+#include "model/safetensors.hpp"
 #include "quant/quant.hpp"
 #include "util/error.hpp"
 
@@ -97,6 +99,49 @@ void add_linear(gg::Writer& w, const std::string& name, const QuantLinear& q) {
 }
 
 // The type most of the linear weights (by element count) are stored as.
+// Rows of `l` reordered: row j of the result is row from[j] of l (every format).
+QuantLinear reorder_rows(const QuantLinear& l, const std::vector<int>& from) {
+  QuantLinear out = l;
+  auto move_rows = [&](const auto& src, auto& dst, std::size_t width) {
+    for (std::size_t j = 0; j < from.size(); ++j)
+      std::copy_n(src.begin() + std::ptrdiff_t(std::size_t(from[j]) * width), width,
+                  dst.begin() + std::ptrdiff_t(j * width));
+  };
+  const auto cols = std::size_t(l.cols);
+  switch (l.format) {
+    case WeightFormat::f32: move_rows(l.f32, out.f32, cols); break;
+    case WeightFormat::f16: move_rows(l.f16, out.f16, cols); break;
+    case WeightFormat::int8:
+      move_rows(l.int8.q, out.int8.q, cols);
+      move_rows(l.int8.scale, out.int8.scale, 1);
+      break;
+    case WeightFormat::int4:
+      move_rows(l.int4.packed, out.int4.packed, std::size_t(l.int4.row_bytes()));
+      move_rows(l.int4.scale, out.int4.scale, std::size_t(l.int4.groups()));
+      break;
+  }
+  return out;
+}
+
+// Qwen's GGUF tensors hold q and k rows (and their biases and gains) in Hugging Face's
+// rotate-half order, as llama.cpp and model::load_gguf expect; fpgallm keeps them
+// interleaved (model/safetensors.hpp). The row order of one direction, as indices.
+std::vector<int> rope_row_order(int heads, int head_dim, bool to_hf) {
+  std::vector<float> idx(std::size_t(heads) * head_dim);
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = float(i);
+  if (to_hf)
+    model::safetensors::interleaved_to_hf(idx, heads, head_dim, 1);
+  else
+    model::safetensors::hf_to_interleaved(idx, heads, head_dim, 1);
+  return std::vector<int>(idx.begin(), idx.end());
+}
+
+std::vector<float> reorder(const std::vector<float>& v, const std::vector<int>& from) {
+  std::vector<float> out(v.size());
+  for (std::size_t j = 0; j < from.size(); ++j) out[j] = v[std::size_t(from[j])];
+  return out;
+}
+
 gg::GgmlType predominant_type(const QuantModel& qm) {
   std::map<gg::GgmlType, std::uint64_t> elements;
   for (const auto& l : qm.linears)
@@ -140,6 +185,13 @@ void save_gguf(const QuantModel& qm, const std::string& path, const model::Token
   w.set("fpgallm.quant.calibration_fnv1a64", gg::Value::u64(qm.calibration_fnv1a));
 
   const auto dim = static_cast<std::uint64_t>(c.dim);
+  const bool qwen = c.arch != model::Arch::llama;
+  const int hd = c.head_dim();
+  const auto q_hf = rope_row_order(c.n_heads, hd, true), k_hf = rope_row_order(c.n_kv_heads, hd, true);
+  const auto head_hf = rope_row_order(1, hd, true);
+  auto vec = [&](const std::string& name, const std::vector<float>& v) {
+    w.add_tensor(name, gg::GgmlType::f32, {v.size()}, as_bytes(v));
+  };
   // llama.cpp's tensor order: embedding, then per block norms and matrices, then the head.
   w.add_tensor_view("token_embd.weight", gg::GgmlType::f32, {dim, static_cast<std::uint64_t>(c.vocab_size)},
                     {reinterpret_cast<const std::uint8_t*>(qm.token_embedding.data()), qm.token_embedding.size() * 4});
@@ -148,8 +200,24 @@ void save_gguf(const QuantModel& qm, const std::string& path, const model::Token
     const std::string blk = "blk." + std::to_string(l) + ".";
     w.add_tensor(blk + "attn_norm.weight", gg::GgmlType::f32, {dim}, as_bytes(qm.attn_norm[li]));
     w.add_tensor(blk + "ffn_norm.weight", gg::GgmlType::f32, {dim}, as_bytes(qm.ffn_norm[li]));
-    for (model::Linear which : model::kBlockLinears)
-      add_linear(w, model::gguf_tensor_name(l, which), qm.linear(l, which));
+    for (model::Linear which : model::kBlockLinears) {
+      const std::string name = model::gguf_tensor_name(l, which);
+      if (qwen && which == model::Linear::wq)
+        add_linear(w, name, reorder_rows(qm.linear(l, which), q_hf));
+      else if (qwen && which == model::Linear::wk)
+        add_linear(w, name, reorder_rows(qm.linear(l, which), k_hf));
+      else
+        add_linear(w, name, qm.linear(l, which));
+    }
+    if (c.qkv_bias) {
+      vec(blk + "attn_q.bias", reorder(qm.bq[li], q_hf));
+      vec(blk + "attn_k.bias", reorder(qm.bk[li], k_hf));
+      vec(blk + "attn_v.bias", qm.bv[li]);
+    }
+    if (c.qk_norm) {
+      vec(blk + "attn_q_norm.weight", reorder(qm.q_norm[li], head_hf));
+      vec(blk + "attn_k_norm.weight", reorder(qm.k_norm[li], head_hf));
+    }
   }
   w.add_tensor("output_norm.weight", gg::GgmlType::f32, {dim}, as_bytes(qm.final_norm));
   add_linear(w, model::gguf_tensor_name(-1, model::Linear::cls), qm.linear(-1, model::Linear::cls));
@@ -260,19 +328,30 @@ QuantModel load_gguf(const std::string& path) {
   if (const auto v = r.get_uint("fpgallm.quant.version"); v != kFileVersion)
     r.fail("fpgallm.quant.version is " + std::to_string(v) + ", this fpgallm reads " + std::to_string(kFileVersion) +
            (v == 1 ? " (version 1 files held I8 tensors that llama.cpp cannot load: quantize the model again)" : ""));
-  if (r.get_string("general.architecture") != "llama") r.fail("general.architecture is not llama");
+  const std::string arch = r.get_string("general.architecture");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+    r.fail("general.architecture is " + arch + ", not llama, qwen2 or qwen3");
+  const std::string k = arch + ".";
   QuantModel qm;
   auto& c = qm.config;
+  c.arch = model::arch_from_string(arch);
+  c.qkv_bias = c.arch == model::Arch::qwen2;
+  c.qk_norm = c.arch == model::Arch::qwen3;
   c.name = r.find("general.name") ? r.get_string("general.name") : "quantized";
-  c.seq_len = static_cast<int>(r.get_int("llama.context_length"));
-  c.dim = static_cast<int>(r.get_int("llama.embedding_length"));
-  c.hidden_dim = static_cast<int>(r.get_int("llama.feed_forward_length"));
-  c.n_layers = static_cast<int>(r.get_int("llama.block_count"));
-  c.n_heads = static_cast<int>(r.get_int("llama.attention.head_count"));
-  c.n_kv_heads = static_cast<int>(r.get_int("llama.attention.head_count_kv"));
-  c.rope_theta = static_cast<float>(r.get_float("llama.rope.freq_base"));
-  c.norm_eps = static_cast<float>(r.get_float("llama.attention.layer_norm_rms_epsilon"));
-  c.vocab_size = static_cast<int>(r.get_int("llama.vocab_size"));
+  c.seq_len = static_cast<int>(r.get_int(k + "context_length"));
+  c.dim = static_cast<int>(r.get_int(k + "embedding_length"));
+  c.hidden_dim = static_cast<int>(r.get_int(k + "feed_forward_length"));
+  c.n_layers = static_cast<int>(r.get_int(k + "block_count"));
+  c.n_heads = static_cast<int>(r.get_int(k + "attention.head_count"));
+  c.n_kv_heads = static_cast<int>(r.get_int(k + "attention.head_count_kv"));
+  c.rope_theta = static_cast<float>(r.get_float(k + "rope.freq_base"));
+  c.norm_eps = static_cast<float>(r.get_float(k + "attention.layer_norm_rms_epsilon"));
+  c.vocab_size = static_cast<int>(r.get_int(k + "vocab_size"));
+  if (r.find(k + "attention.key_length")) {
+    const auto key_length = r.get_int(k + "attention.key_length");
+    if (key_length < 1 || key_length > (1 << 20)) r.fail(k + "attention.key_length is out of range");
+    if (key_length * c.n_heads != c.dim) c.head_size = static_cast<int>(key_length);
+  }
   c.shared_classifier = false;
   if (const std::string why = c.invalid_reason(); !why.empty()) r.fail(why);
   try {
@@ -289,16 +368,31 @@ QuantModel load_gguf(const std::string& path) {
   if (r.find("fpgallm.quant.calibration_fnv1a64")) qm.calibration_fnv1a = r.get_uint("fpgallm.quant.calibration_fnv1a64");
   const auto dim = static_cast<std::uint64_t>(c.dim);
   qm.token_embedding = read_f32(r, "token_embd.weight", {dim, static_cast<std::uint64_t>(c.vocab_size)});
+  const int hd = c.head_dim();
+  const auto q_rows = std::uint64_t(c.n_heads) * hd, kv_rows = std::uint64_t(c.kv_dim());
+  const auto q_mem = rope_row_order(c.n_heads, hd, false), k_mem = rope_row_order(c.n_kv_heads, hd, false);
+  const auto head_mem = rope_row_order(1, hd, false);
+  const bool qwen = c.arch != model::Arch::llama;
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     qm.attn_norm.push_back(read_f32(r, blk + "attn_norm.weight", {dim}));
     qm.ffn_norm.push_back(read_f32(r, blk + "ffn_norm.weight", {dim}));
+    const bool b = c.qkv_bias, n = c.qk_norm;
+    qm.bq.push_back(b ? reorder(read_f32(r, blk + "attn_q.bias", {q_rows}), q_mem) : std::vector<float>{});
+    qm.bk.push_back(b ? reorder(read_f32(r, blk + "attn_k.bias", {kv_rows}), k_mem) : std::vector<float>{});
+    qm.bv.push_back(b ? read_f32(r, blk + "attn_v.bias", {kv_rows}) : std::vector<float>{});
+    qm.q_norm.push_back(n ? reorder(read_f32(r, blk + "attn_q_norm.weight", {std::uint64_t(hd)}), head_mem)
+                          : std::vector<float>{});
+    qm.k_norm.push_back(n ? reorder(read_f32(r, blk + "attn_k_norm.weight", {std::uint64_t(hd)}), head_mem)
+                          : std::vector<float>{});
   }
   qm.final_norm = read_f32(r, "output_norm.weight", {dim});
   for (const auto& lp : qm.plan.layers) {
     const auto s = model::linear_shape(c, lp.which);
     qm.linears.push_back(
         read_linear(r, model::gguf_tensor_name(lp.layer, lp.which), lp.weight, s.rows, s.cols, qm.plan.group));
+    if (qwen && lp.which == model::Linear::wq) qm.linears.back() = reorder_rows(qm.linears.back(), q_mem);
+    if (qwen && lp.which == model::Linear::wk) qm.linears.back() = reorder_rows(qm.linears.back(), k_mem);
   }
   return qm;
 }

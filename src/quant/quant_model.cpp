@@ -49,6 +49,15 @@ model::Model QuantModel::dequantized_model() const {
     auto& lw = m.weights.layers[static_cast<std::size_t>(l)];
     lw.attn_norm = attn_norm[static_cast<std::size_t>(l)];
     lw.ffn_norm = ffn_norm[static_cast<std::size_t>(l)];
+    if (config.qkv_bias) {
+      lw.bq = bq[static_cast<std::size_t>(l)];
+      lw.bk = bk[static_cast<std::size_t>(l)];
+      lw.bv = bv[static_cast<std::size_t>(l)];
+    }
+    if (config.qk_norm) {
+      lw.q_norm = q_norm[static_cast<std::size_t>(l)];
+      lw.k_norm = k_norm[static_cast<std::size_t>(l)];
+    }
     for (model::Linear which : model::kBlockLinears) lw.linear(which) = linear(l, which).dequantized();
   }
   m.weights.classifier = linear(-1, model::Linear::cls).dequantized();
@@ -81,6 +90,11 @@ QuantModel quantize_model(const model::Model& m, const Plan& plan) {
   for (const auto& lw : m.weights.layers) {
     qm.attn_norm.push_back(lw.attn_norm);
     qm.ffn_norm.push_back(lw.ffn_norm);
+    qm.bq.push_back(lw.bq);
+    qm.bk.push_back(lw.bk);
+    qm.bv.push_back(lw.bv);
+    qm.q_norm.push_back(lw.q_norm);
+    qm.k_norm.push_back(lw.k_norm);
   }
   for (const auto& lp : plan.layers) {
     const auto shape = model::linear_shape(c, lp.which);

@@ -16,6 +16,7 @@
 #include "engine/sampler.hpp"
 #include "model/model.hpp"
 #include "quant/quant.hpp"
+#include "accel_testing.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
 
@@ -38,18 +39,6 @@ const quant::QuantModel& quantized(quant::Scheme scheme, bool kv8 = false) {
   return it->second;
 }
 
-arch::Design design(int rows, int cols, int tile_rows, int tile_cols, int lanes, int kv_bits = 32) {
-  arch::Design d;
-  d.matrix_unit.rows = rows;
-  d.matrix_unit.cols = cols;
-  d.tiling.tile_rows = tile_rows;
-  d.tiling.tile_cols = tile_cols;
-  d.vector_unit.lanes = lanes;
-  d.kv_bits = kv_bits;
-  d.buffers.weight_bytes = 2LL * tile_rows * tile_cols;
-  return d;
-}
-
 TEST(AccelKernels, IntegerProductsEqualTheQuantizationReference) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 0.05f);
@@ -66,14 +55,14 @@ TEST(AccelKernels, IntegerProductsEqualTheQuantizationReference) {
       auto k = engine::accel::matrix_kernels(pe, simd, tr, tc);
       ASSERT_TRUE(k.w8a8);
       std::fill(got.begin(), got.end(), NAN);
-      k.w8a8(m8.q.data(), m8.scale.data(), qx.data(), &sx, got.data(), nullptr, 1, rows, cols, rows);
+      k.w8a8(m8.q.data(), m8.scale.data(), qx.data(), &sx, got.data(), nullptr, 1, rows, cols, rows, nullptr);
       ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << rows << "x" << cols << " pe " << pe;
       for (int group : {32, 64, 128}) {
         const quant::Int4Matrix m4 = quant::quantize_int4(w, rows, cols, group);
         std::vector<float> want4(static_cast<std::size_t>(rows));
         quant::linear_w4a8(m4, qx.data(), sx, want4.data());
         std::fill(got.begin(), got.end(), NAN);
-        k.w4a8(m4.packed.data(), m4.scale.data(), group, qx.data(), &sx, got.data(), 1, rows, cols, rows);
+        k.w4a8(m4.packed.data(), m4.scale.data(), group, qx.data(), &sx, got.data(), 1, rows, cols, rows, nullptr);
         ASSERT_EQ(std::memcmp(got.data(), want4.data(), got.size() * 4), 0) << "int4 g" << group;
       }
     }
@@ -121,15 +110,6 @@ TEST(Accel, LogitsFollowTheSimulatedQuantization) {
 }  // namespace
 
 namespace {
-
-std::vector<float> logits_of(engine::Transformer& t, const std::vector<int>& tokens) {
-  std::vector<float> all;
-  for (int pos = 0; pos < int(tokens.size()); ++pos) {
-    const float* l = t.forward(tokens[std::size_t(pos)], pos);
-    all.insert(all.end(), l, l + t.config().vocab_size);
-  }
-  return all;
-}
 
 const std::vector<int> kTokens = {1, 403, 407, 261, 378, 292, 261, 299, 3, 312, 331, 278, 265, 407, 304, 400,
                                   300, 285, 267, 290, 261, 411, 280, 40, 262, 290, 327, 359, 266, 270, 289, 312};

@@ -94,3 +94,62 @@ TEST(Program, SerializesToJson) {
 }
 
 }  // namespace
+
+namespace {
+
+// Qwen2: q/k/v biases, an operand of their matmuls; Qwen3: per-head q/k RMSNorm between
+// the matmuls and RoPE, heads of 32 on a width of 64 with 4 heads (q is 128 wide).
+TEST(Program, QwenBiasesAndHeadNormsAndFreeHeadWidth) {
+  auto c = stories260k_config();
+  c.arch = model::Arch::qwen2;
+  c.qkv_bias = true;
+  arch::Design d;
+  auto p = arch::build_program(c, d, arch::Stage::decode, 3, 1);
+  int biased = 0;
+  for (const auto& i : p.instructions) {
+    if (i.op != arch::Op::matmul) continue;
+    const bool qkv = i.linear == model::Linear::wq || i.linear == model::Linear::wk || i.linear == model::Linear::wv;
+    EXPECT_EQ(i.bias, qkv) << i.name;
+    biased += i.bias;
+    if (i.name == "blk.0.wk") EXPECT_EQ(i.weight_bytes, 32LL * 64 + 32 * 4 + 32 * 4);  // codes, row scales, bias
+  }
+  EXPECT_EQ(biased, 3 * c.n_layers);
+  EXPECT_EQ(count(p, arch::Op::head_norm), 0);
+
+  c = stories260k_config();
+  c.arch = model::Arch::qwen3;
+  c.qk_norm = true;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_size = 32;
+  p = arch::build_program(c, d, arch::Stage::decode, 3, 1);
+  EXPECT_EQ(count(p, arch::Op::head_norm), c.n_layers);
+  for (std::size_t k = 0; k < p.instructions.size(); ++k) {
+    const auto& i = p.instructions[k];
+    if (i.name == "blk.1.wq") EXPECT_EQ(i.rows, 128);
+    if (i.name == "blk.1.wo") EXPECT_EQ(i.cols, 128);
+    if (i.name == "blk.1.wk") EXPECT_EQ(i.rows, 64);
+    if (i.op == arch::Op::head_norm) {
+      EXPECT_EQ(p.instructions[k - 1].linear, model::Linear::wv);
+      EXPECT_EQ(p.instructions[k + 1].op, arch::Op::rope);
+      EXPECT_EQ(i.head_dim, 32);
+      EXPECT_EQ(i.heads, 4);
+      EXPECT_EQ(i.kv_heads, 2);
+      EXPECT_EQ(i.vector_elements(), 6 * 32);
+      EXPECT_EQ(i.weight_bytes, 2 * 32 * 4);
+    }
+    if (i.op == arch::Op::quantize && i.in == arch::Buf::att) EXPECT_EQ(i.cols, 128);
+  }
+  // Mixture of experts stays out of the instruction list, with its reason.
+  c.n_experts = 8;
+  c.n_experts_active = 2;
+  c.expert_hidden_dim = 32;
+  try {
+    arch::build_program(c, d, arch::Stage::decode, 3, 1);
+    ADD_FAILURE() << "a MoE model was lowered";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("mixture of experts"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -22,11 +23,13 @@
 #include <nlohmann/json.hpp>
 
 #include "arch/design.hpp"
+#include "arch/program.hpp"
 #include "codegen/codegen.hpp"
 #include "model/model.hpp"
 #include "model/presets.hpp"
 #include "model/synth.hpp"
 #include "quant/quant.hpp"
+#include "small_qwen.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
 #include "util/error.hpp"
@@ -362,4 +365,110 @@ TEST(Codegen, StaticActivationScalesAndInt8KvBitExact) {
   const Shell ok = run_testbench(dir);
   EXPECT_EQ(ok.status, 0) << ok.out;
   EXPECT_NE(ok.out.find("decode step 1 logits: 512 values bit-exact"), std::string::npos) << ok.out;
+}
+
+namespace {
+
+// small_qwen.hpp's small Qwen2 and Qwen3, synthesized, with per-head gains that differ by element.
+model::Model synthesized_qwen(model::Arch arch) {
+  model::Config c = small_qwen_config(arch);
+  c.seq_len = 32;
+  model::Model m = model::synthesize(c, 21);
+  for (auto& lw : m.weights.layers)
+    for (std::size_t i = 0; i < lw.q_norm.size(); ++i) {
+      lw.q_norm[i] = 0.6f + 0.02f * float(i);
+      lw.k_norm[i] = 1.4f - 0.02f * float(i);
+    }
+  return m;
+}
+
+// The first instruction of the emitted program with opcode `op` (and, when `flag`, that
+// flag bit set): its 16 words' index in data/program.bin.
+long find_instruction(const std::string& dir, int op, int flag) {
+  const std::string p = read_bytes(dir + "/data/program.bin");
+  for (std::size_t i = 0; i + 64 <= p.size(); i += 64) {
+    std::int32_t w[16];
+    std::memcpy(w, p.data() + i, 64);
+    if (w[0] == op && (flag == 0 || (w[15] & flag))) return long(i / 64);
+  }
+  return -1;
+}
+
+}  // namespace
+
+// The emitted project of a Qwen2 and a Qwen3 model: its testbench (g++ -std=c++14) matches
+// the accelerator backend's golden vectors bit for bit, the project passes the C++14
+// front-end gate and the synthesizability checker, and the testbench fails when the
+// project's bias (Qwen2) or per-head gain (Qwen3) is changed.
+TEST(Codegen, QwenProjectsBitExactGatedAndCanFail) {
+  for (auto arch : {model::Arch::qwen2, model::Arch::qwen3}) {
+    const model::Model m = synthesized_qwen(arch);
+    const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
+    const std::string dir = scratch_dir(std::string("codegen_") + model::to_string(arch)) + "/proj";
+    arch::Design d = u280_design();
+    d.kv_bits = 32;
+    d.tiling.tile_rows = 64;
+    d.tiling.tile_cols = 128;
+    codegen::emit(m, qm, d, dir, codegen::EmitOptions{3});
+    compile_testbench(dir);
+    const Shell ok = run_testbench(dir);
+    EXPECT_EQ(ok.status, 0) << ok.out;
+    EXPECT_NE(ok.out.find("one layer (block 0): 64 values bit-exact"), std::string::npos) << ok.out;
+    EXPECT_NE(ok.out.find("decode step 2 logits: 256 values bit-exact"), std::string::npos) << ok.out;
+    expect_gate_and_checker(dir, 64);
+    const std::string config = read_bytes(dir + "/src/fpgallm_config.hpp");
+    EXPECT_NE(config.find(arch == model::Arch::qwen3 ? "static constexpr int q_dim = 128;" : "static constexpr int q_dim = 64;"),
+              std::string::npos);
+
+    // One float of the bias of the first biased matmul (blk.0.wq, Qwen2), or of the first
+    // head_norm's q gain (Qwen3), changed in data/params.bin: the testbench must fail.
+    const int op = arch == model::Arch::qwen2 ? int(arch::Op::matmul) : int(arch::Op::head_norm);
+    const long at = find_instruction(dir, op, arch == model::Arch::qwen2 ? 2 : 0);
+    ASSERT_GE(at, 0) << model::to_string(arch);
+    std::int32_t aux = 0;
+    std::memcpy(&aux, read_bytes(dir + "/data/program.bin").data() + at * 64 + 13 * 4, 4);
+    // (Exponent bit 1: the value is 4 times smaller or larger.) Position 0 attends to one
+    // key, whatever q is: the logits differ from step 1.
+    flip_byte(dir + "/data/params.bin", std::size_t(aux) * 64 + 3 * 4 + 3);
+    const Shell bad = run_testbench(dir);
+    EXPECT_EQ(bad.status, 1) << bad.out;
+    EXPECT_NE(bad.out.find("decode step 0 logits: 256 values bit-exact"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find("decode step 1 logits: FAIL"), std::string::npos) << bad.out;
+  }
+}
+
+// `plan` then `emit` of the Qwen2.5-0.5B and Qwen3-0.6B presets on the U280: the kernel is
+// the preset's (Qwen3's 128-wide heads: q is 2048 wide on a width of 1024), the golden
+// vectors a small synthesized model of the same block; the project passes the front-end
+// gate and its testbench bit for bit.
+TEST(CodegenCli, QwenPlannedDesignsPassTheGate) {
+  for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b"}) {
+    const std::string root = scratch_dir(std::string("codegen_plan_") + preset);
+    const auto plan = run_fpgallm(std::string("plan ") + preset + " --device u280 -o " + root + "/design.json", 300);
+    ASSERT_EQ(plan.status, 0) << plan.err;
+    const auto design = nlohmann::json::parse(read_bytes(root + "/design.json"));
+    const int channels = design.at("memory").at("weight_channels").get<int>();
+    const int widest = std::max({design.at("matrix_unit").at("rows").get<int>(),
+                                 design.at("matrix_unit").at("cols").get<int>(),
+                                 design.at("vector_unit").at("lanes").get<int>(), 64, channels});
+    const auto emit = run_fpgallm(std::string("emit ") + preset + " --design " + root + "/design.json -o " + root +
+                                      "/proj --golden-steps 2 --json",
+                                  300);
+    ASSERT_EQ(emit.status, 0) << emit.err;
+    const std::string dir = root + "/proj";
+    expect_gate_and_checker(dir, widest);
+    expect_memory_interface(dir, channels);
+    const std::string config = read_bytes(dir + "/src/fpgallm_config.hpp");
+    EXPECT_NE(config.find(std::string(preset) == "qwen3-0.6b" ? "static constexpr int q_dim = 2048;"
+                                                               : "static constexpr int q_dim = 896;"),
+              std::string::npos)
+        << config;
+    EXPECT_NE(read_bytes(dir + "/README.md").find(std::string(preset) == "qwen3-0.6b" ? "qwen3 block (4 KV heads, heads of 16)"
+                                                                                        : "qwen2 block (2 KV heads)"),
+              std::string::npos);
+    compile_testbench(dir);
+    const Shell ok = run_testbench(dir);
+    EXPECT_EQ(ok.status, 0) << ok.out;
+    EXPECT_NE(ok.out.find("decode step 1 logits: 512 values bit-exact"), std::string::npos) << ok.out;
+  }
 }

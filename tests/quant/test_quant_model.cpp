@@ -2,11 +2,15 @@
 // file's standard ggml types (Q4_0 rows read back through the GGUF reader).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "model/gguf.hpp"
+#include "model/model.hpp"
+#include "model/synth.hpp"
 #include "quant/quant.hpp"
+#include "small_qwen.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
 
@@ -192,3 +196,66 @@ TEST(Smooth, FoldsIntoNormsExactlyInRealArithmetic) {
 }
 
 }  // namespace
+
+namespace {
+
+// small_qwen.hpp's small Qwen2 or Qwen3, synthesized, with random per-head gains.
+model::Model qwen_model(model::Arch arch, unsigned seed) {
+  model::Config c = testing_support::small_qwen_config(arch);
+  c.seq_len = 32;
+  model::Model m = model::synthesize(c, seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.1f);
+  for (auto& l : m.weights.layers)
+    for (auto* v : {&l.q_norm, &l.k_norm})
+      for (auto& x : *v) x = 1.0f + d(rng);
+  return m;
+}
+
+}  // namespace
+
+// Qwen's biases, per-head gains and head width survive the file; its q/k rows are stored
+// in Hugging Face's rotate-half order, which the fp32 GGUF reader (model::load_gguf, the
+// reader of llama.cpp's qwen2/qwen3 files) turns back into exactly the quantized model's
+// weights, every format of the varied plan included.
+TEST(QuantModel, QwenGgufReadsBackIdenticallyInHuggingFaceRowOrder) {
+  const auto dir = testing_support::scratch_dir("quant-qwen-gguf");
+  for (auto arch : {model::Arch::qwen2, model::Arch::qwen3}) {
+    const auto m = qwen_model(arch, 4);
+    const QuantModel qm = quantize_model(m, varied_plan(m.config, 32));
+    const std::string path = dir + "/" + model::to_string(arch) + ".gguf";
+    save_gguf(qm, path);
+    const QuantModel back = load_gguf(path);
+    expect_same(qm, back);
+    EXPECT_EQ(back.config.arch, arch);
+    EXPECT_EQ(back.config.head_dim(), m.config.head_dim());
+    EXPECT_EQ(back.config.qkv_bias, m.config.qkv_bias);
+    EXPECT_EQ(back.config.qk_norm, m.config.qk_norm);
+    EXPECT_EQ(back.config.rope_theta, 1e6f);
+    EXPECT_EQ(back.bq, qm.bq);
+    EXPECT_EQ(back.bk, qm.bk);
+    EXPECT_EQ(back.bv, qm.bv);
+    EXPECT_EQ(back.q_norm, qm.q_norm);
+    EXPECT_EQ(back.k_norm, qm.k_norm);
+
+    model::gguf::Reader r(path);
+    EXPECT_EQ(r.get_string("general.architecture"), model::to_string(arch));
+    const model::Model fp32 = model::load_gguf(path);
+    const model::Model deq = qm.dequantized_model();
+    for (std::size_t l = 0; l < deq.weights.layers.size(); ++l) {
+      const auto &a = fp32.weights.layers[l], &b = deq.weights.layers[l];
+      for (model::Linear w : model::kBlockLinears) EXPECT_EQ(a.linear(w), b.linear(w)) << model::to_string(w);
+      EXPECT_EQ(a.bq, b.bq);
+      EXPECT_EQ(a.bk, b.bk);
+      EXPECT_EQ(a.bv, b.bv);
+      EXPECT_EQ(a.q_norm, b.q_norm);
+      EXPECT_EQ(a.k_norm, b.k_norm);
+    }
+    // The rows did move: rotate-half keeps a head's even elements first, so the file's
+    // second q row is the interleaved model's third.
+    const auto file_q = r.tensor_floats(r.tensor("blk.0.attn_q.weight"));
+    const auto& mem_q = deq.weights.layers[0].wq;
+    const std::size_t cols = std::size_t(m.config.dim);
+    EXPECT_TRUE(std::equal(file_q.begin() + long(cols), file_q.begin() + long(2 * cols), mem_q.begin() + long(2 * cols)));
+  }
+}

@@ -35,25 +35,32 @@ void load_floats(const kernels::FloatWord* params, int word, int n, float dst[CF
 }
 
 // The store stage of the matrix unit: per row fold, the PE accumulators requantized with
-// their row scales (one FloatWord read per 16 rows) and written to the destination array
-// the instruction names (a write enable per array).
+// their row scales (one FloatWord read per 16 rows), plus the bias when bias_word >= 0
+// (read from `params` in the same iteration, laid out as the scales), and written to the
+// destination array the instruction names (a write enable per array).
 template <class CFG, class AccIn>
-void store_rows(AccIn& acc, const kernels::FloatWord* row_scales, int scale_word, float x_scale, int rows, int dest,
-                float q[CFG::q_dim], float k[CFG::kv_dim], float v[CFG::kv_dim], float xb2[CFG::dim],
-                float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim], float logits[CFG::vocab_size]) {
+void store_rows(AccIn& acc, const kernels::FloatWord* row_scales, int scale_word, const kernels::FloatWord* params,
+                int bias_word, float x_scale, int rows, int dest, float q[CFG::q_dim], float k[CFG::kv_dim],
+                float v[CFG::kv_dim], float xb2[CFG::dim], float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim],
+                float logits[CFG::vocab_size]) {
   using MV = typename CFG::matrix_vector;
   for (int nf = 0; nf < MV::max_row_folds; ++nf) {
 #pragma HLS PIPELINE II=MV::scale_words
     if (nf * MV::pe >= rows) break;
     const kernels::AccWord<MV::pe> a = acc.read();
-    kernels::FloatWord sw[MV::scale_words];
+    kernels::FloatWord sw[MV::scale_words], bw[MV::scale_words];
 #pragma HLS ARRAY_PARTITION variable=sw complete
-    for (int j = 0; j < MV::scale_words; ++j) sw[j] = row_scales[scale_word + nf * MV::scale_words + j];
+#pragma HLS ARRAY_PARTITION variable=bw complete
+    for (int j = 0; j < MV::scale_words; ++j) {
+      sw[j] = row_scales[scale_word + nf * MV::scale_words + j];
+      if (bias_word >= 0) bw[j] = params[bias_word + nf * MV::scale_words + j];
+    }
     for (int pe = 0; pe < MV::pe; ++pe) {
       const int r = nf * MV::pe + pe;
       if (r < rows) {
-        const float y = kernels::requantize_w8a8(a.acc[pe], sw[pe / kernels::kFloatsPerWord].value[pe % kernels::kFloatsPerWord],
-                                                 x_scale);
+        const int word = pe / kernels::kFloatsPerWord, lane = pe % kernels::kFloatsPerWord;
+        const float requantized = kernels::requantize_w8a8(a.acc[pe], sw[word].value[lane], x_scale);
+        const float y = bias_word >= 0 ? kernels::add_bias(requantized, bw[word].value[lane]) : requantized;
         if (dest == buf_q) q[r] = y;
         if (dest == buf_k) k[r] = y;
         if (dest == buf_v) v[r] = y;
@@ -91,6 +98,18 @@ void rope_heads(float q[CFG::q_dim], float k[CFG::kv_dim], const float cos_sin[C
     if (h >= kv_heads) break;
     kernels::rope<V>(k + h * head_dim, cos_sin, head_dim);
   }
+}
+
+// Per-head RMSNorm of every query and key head (Qwen3's q_norm, k_norm): the q gain at
+// FloatWord `gains` of `params`, the k gain at the next whole word after it.
+template <class CFG>
+void head_norms(float q[CFG::q_dim], float k[CFG::kv_dim], const kernels::FloatWord* params, int gains, int heads,
+                int kv_heads, int head_dim, float gain[CFG::max_width]) {
+  using V = typename CFG::vector_unit;
+  load_floats<CFG>(params, gains, head_dim, gain);
+  kernels::head_rmsnorm<V, CFG::n_heads>(q, gain, heads, head_dim, CFG::norm_eps);
+  load_floats<CFG>(params, gains + (head_dim + kernels::kFloatsPerWord - 1) / kernels::kFloatsPerWord, head_dim, gain);
+  kernels::head_rmsnorm<V, CFG::n_kv_heads>(k, gain, kv_heads, head_dim, CFG::norm_eps);
 }
 
 // The KV cache of one layer: CFG::context positions of kv_heads x head_dim elements, one

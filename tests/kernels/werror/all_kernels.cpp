@@ -19,6 +19,7 @@ void fpgallm_kernels_instantiate_all(float* x, const float* g, kernels::i8* q, c
                                      kernels::KvCache<8> c8, kernels::KvCache<16> c16, kernels::KvCache<32> c32) {
   kernels::rmsnorm<V>(x, x, g, 100, 1e-5f);
   kernels::layernorm<V>(x, x, g, g, 100, 1e-5f);
+  kernels::head_rmsnorm<V, 8>(x, g, 4, 32, 1e-6f);
   float sx = kernels::quantize_dynamic<V>(q, x, 100);
   kernels::quantize_static<V>(q, x, 0.5f, 100);
   kernels::softmax<V>(x, 100);
@@ -28,7 +29,9 @@ void fpgallm_kernels_instantiate_all(float* x, const float* g, kernels::i8* q, c
   kernels::residual_add<V>(x, g, 100);
   x[0] = static_cast<float>(kernels::argmax<V>(x, 100));
   kernels::matmul_w8a8<M>(w, ws, q, &sx, y, acc, 1, 100, 100, 100);
+  kernels::matmul_w8a8<M>(w, ws, q, &sx, y, acc, 1, 100, 100, 100, g);
   kernels::matmul_w4a8<M>(p, s4, 32, q, &sx, y, 1, 100, 100, 100);
+  kernels::matmul_w4a8<M>(p, s4, 32, q, &sx, y, 1, 100, 100, 100, g);
   kernels::requantize_i8<4096>(q, acc, ws, sx, 0.25f, 100);
   kernels::kv_store<A, 8>(c8, x, x, 1, 0, 8);
   kernels::attention<A, 8>(y, x, c8, 1, 0, 8, 8, 0, 8);

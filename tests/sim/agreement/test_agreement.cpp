@@ -6,10 +6,12 @@
 // simulator adds what only execution in time shows (the ramp of each weight stream, request
 // latency after stalls, buffer space), so a larger gap means one of them has drifted.
 //
-// Qwen and MoE presets are excluded: arch::build_program has no q/k/v bias, per-head q/k
-// norm or experts, so the kernels cannot run them and `plan` costs them with the
-// per-operation model only (its prediction notes say so). Encoders (BERT) are excluded
-// too: `plan` plans inference of causal models (an encoder has no decode phase).
+// Qwen presets (q/k/v biases in the matmuls' store stage, per-head q/k norms, a free head
+// width) are checked on two cards each, the smallest and the 7-8B of each family. MoE
+// presets are excluded: arch::build_program has no experts, so the kernels cannot run
+// them and `plan` costs them with the per-operation model only (its prediction notes say
+// so). Encoders (BERT) are excluded too: `plan` plans inference of causal models (an
+// encoder has no decode phase).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -118,6 +120,8 @@ std::vector<Case> cases() {
   for (const auto& p : model::presets())
     if (p.config.causal() && !p.config.qkv_bias && !p.config.qk_norm && !p.config.moe())
       for (const char* dev : {"u280", "u55c", "u50", "u200"}) v.push_back({p.config.name, dev});
+  for (const char* qwen : {"qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-8b"})
+    for (const char* dev : {"u280", "u55c"}) v.push_back({qwen, dev});
   return v;
 }
 
