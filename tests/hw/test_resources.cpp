@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <regex>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "arch/design.hpp"
+#include "arch/program.hpp"
+#include "arch/units.hpp"
 #include "codegen/emit_text.hpp"
 #include "hw/device.hpp"
 #include "hw/power.hpp"
@@ -378,3 +382,79 @@ TEST(Power, BoardPowerOfAGpuSpansStaticToTdp) {
 }
 
 }  // namespace
+
+namespace {
+
+int int_after(const std::string& text, const std::string& pattern, int group) {
+  std::smatch s;
+  if (!std::regex_search(text, s, std::regex(pattern))) throw std::runtime_error("not in the header: " + pattern);
+  return std::stoi(s[group].str());
+}
+
+}  // namespace
+
+// One description of each unit: the kernels' template parameters (the emitted config
+// header), the schedule (arch::unit_work) and the resource model (hw::unit_resources) all
+// read the same Design fields. Changing one field moves all three together.
+TEST(OneDescription, TemplateParametersScheduleAndResourcesReadTheSameDesign) {
+  const model::Config m = small_model();
+  std::vector<arch::Design> designs = {config_a(), config_b()};
+  for (auto field : {0, 1, 2, 3}) {
+    arch::Design d = config_a();
+    if (field == 0) d.matrix_unit.rows = 16;
+    if (field == 1) d.matrix_unit.cols = 32;
+    if (field == 2) d.vector_unit.lanes = 32;
+    if (field == 3) d.memory.weight_channels = 3;
+    designs.push_back(d);
+  }
+  for (arch::Design d : designs) {
+    d.memory.port_bits = 512;
+    const auto& mu = d.matrix_unit;
+    SCOPED_TRACE(std::to_string(mu.rows) + "x" + std::to_string(mu.cols) + ", " + std::to_string(d.vector_unit.lanes) +
+                 " lanes, " + std::to_string(d.memory.weight_channels) + " weight channels");
+    codegen::ProjectInfo p;
+    p.config = p.golden = m;
+    p.design = d;
+    p.weight_channels = d.memory.weight_channels;
+    const std::string h = codegen::config_header(p);
+    const std::string mv = R"(MatrixVectorConfig<(\d+), (\d+), (\d+),)";
+    const int pe = int_after(h, mv, 1), simd = int_after(h, mv, 2), channels = int_after(h, mv, 3);
+    const int lanes = int_after(h, R"(VectorUnitConfig<(\d+), (\d+),)", 1);
+    const int exp_bits = int_after(h, R"(VectorUnitConfig<(\d+), (\d+),)", 2);
+    const int kv_block = int_after(h, R"(AttentionConfig<vector_unit, \d+, (\d+),)", 1);
+    EXPECT_EQ(pe, mu.rows);
+    EXPECT_EQ(simd, mu.cols);
+    EXPECT_EQ(channels, d.memory.weight_channels);
+    EXPECT_EQ(lanes, d.vector_unit.lanes);
+    EXPECT_EQ(exp_bits, d.vector_unit.exp_table_bits);
+    EXPECT_EQ(kv_block, arch::kKvBlock);
+
+    // The schedule of a decode matmul: ceil(rows / PE) x ceil(cols / SIMD) steps of the
+    // multiplier, its depth once.
+    const arch::Program prog = arch::build_program(m, d, arch::Stage::decode, 0, 1);
+    const auto wq = std::find_if(prog.instructions.begin(), prog.instructions.end(),
+                                 [](const arch::Instruction& i) { return i.op == arch::Op::matmul; });
+    ASSERT_NE(wq, prog.instructions.end());
+    const arch::Work w = arch::unit_work(d, *wq, arch::PortRates{});
+    const auto mac = std::find_if(w.loops.begin(), w.loops.end(), [](const arch::Loop& l) {
+      return l.name.find(": matrix_vector_w8a8") != std::string::npos;
+    });
+    ASSERT_NE(mac, w.loops.end());
+    EXPECT_EQ(mac->trip, ((wq->rows + pe - 1) / pe) * ((wq->cols + simd - 1) / simd));
+    EXPECT_EQ(mac->depth, mu.pipeline_depth);
+
+    // The resources: PE x SIMD products, one m_axi adapter per weight channel beside the
+    // fixed bundles, and the lanes in the vector unit's fp32 cores.
+    const auto u = units_of(d);
+    EXPECT_EQ(term(unit(u, "matrix unit"), "int8 x int8 products").count, double(pe * simd));
+    EXPECT_EQ(term(unit(u, "memory ports"), "m_axi adapters").count - channels,
+              term(unit(units_of(config_a()), "memory ports"), "m_axi adapters").count - 1);
+    if (mu.rows == 16 && mu.cols == 16) continue;  // configuration B: the lanes below are A's variants
+    arch::Design wider = config_a();
+    wider.vector_unit.lanes = 16;
+    const double a_dsp = unit(units_of(config_a()), "vector unit").use.dsp;
+    const double per_lane = (unit(units_of(wider), "vector unit").use.dsp - a_dsp) / 8;
+    EXPECT_GT(per_lane, 0);
+    EXPECT_DOUBLE_EQ(unit(u, "vector unit").use.dsp - a_dsp, per_lane * (lanes - 8));
+  }
+}
