@@ -212,68 +212,66 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   std::vector<Candidate> all;
   for (int cards = 1; cards <= req.max_cards; cards *= 2) {
     if (cards > 1 && !all.empty()) break;  // more cards only when one does not fit
-    {
-      for (auto [rows, cols] : shapes)
-        for (const auto& tile : arch::kTileShapes)
-          for (int kv_share : {0, 4}) {
-            if (!arch::tile_fits_unit(tile[0], tile[1], rows, cols)) continue;
-            arch::Design d;
-            d.name = fmt::format("{}-{}x{}", dev.id, rows, cols);
-            d.device = dev.id;
-            d.style = arch::Style::overlay;
-            d.clock_mhz = clock_mhz;
-            d.matrix_unit.rows = rows;
-            d.matrix_unit.cols = cols;
-            d.matrix_unit.weight_bits = weight_bits;
-            d.matrix_unit.pipeline_depth = arch::hls_matrix_unit_depth(cols);
-            d.vector_unit.lanes = std::clamp(cols / 2, arch::kVectorLanes.front(), arch::kVectorLanes.back());
-            d.tiling.tile_rows = tile[0];
-            d.tiling.tile_cols = tile[1];
-            d.tiling.prefill_block = 64;
-            const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * weight_bits / 8;
-            d.buffers.weight_bytes = 2 * tile_bytes;
-            d.buffers.activation_bytes = pow2_ceil(act_need);
-            d.buffers.kv_bytes = 0;
-            d.memory.kv_channels = kv_share ? std::max(1, channels / kv_share) : 0;
-            if (kv_share && channels < 2) continue;
-            d.memory.weight_channels = std::max(1, channels - d.memory.kv_channels);
-            d.memory.activation_channels = 0;
-            d.parallel.cards = cards;
-            d.parallel.split = cards > 1 ? arch::Split::tensor : arch::Split::none;
-            d.batch = req.scenario.batch;
-            d.context = req.scenario.context;
-            d.kv_bits = kv_bits;
-            if (!d.problems().empty() || !arch::instance_problems(d).empty()) continue;
-            ++r.evaluated;
-            hw::Utilization use;
-            try {
-              use = hw::estimate_resources(d, dev, {&req.config});
-            } catch (const fpgallm::InputError& e) {
-              r.why_not.push_back(e.what());
-              return r;
-            }
-            if (!use.fits) {
-              ++r.rejected_resources;
-              if (r.rejected_resources == 1)
-                for (const auto& o : use.overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
-              continue;
-            }
-            Candidate c;
-            c.design = d;
-            c.prediction = perf::predict(d, dev, w);
-            c.price_usd = design_price_usd(dev, cards);
-            if (!c.prediction.fits_memory) {
-              ++r.rejected_memory;
-              if (r.rejected_memory == 1) r.why_not.push_back(c.prediction.placement);
-              continue;
-            }
-            const hw::Resource b = use.binding();
-            const auto& bl = use.line(b);
-            c.binding_fraction = bl.ceiling > 0 ? bl.used / bl.ceiling : 0;
-            c.binding = fmt::format("{} {:.0f}% of ceiling", hw::to_string(b), 100 * c.binding_fraction);
-            all.push_back(std::move(c));
+    for (auto [rows, cols] : shapes)
+      for (const auto& tile : arch::kTileShapes)
+        for (int kv_share : {0, 4}) {
+          if (!arch::tile_fits_unit(tile[0], tile[1], rows, cols)) continue;
+          arch::Design d;
+          d.name = fmt::format("{}-{}x{}", dev.id, rows, cols);
+          d.device = dev.id;
+          d.style = arch::Style::overlay;
+          d.clock_mhz = clock_mhz;
+          d.matrix_unit.rows = rows;
+          d.matrix_unit.cols = cols;
+          d.matrix_unit.weight_bits = weight_bits;
+          d.matrix_unit.pipeline_depth = arch::hls_matrix_unit_depth(cols);
+          d.vector_unit.lanes = std::clamp(cols / 2, arch::kVectorLanes.front(), arch::kVectorLanes.back());
+          d.tiling.tile_rows = tile[0];
+          d.tiling.tile_cols = tile[1];
+          d.tiling.prefill_block = 64;
+          const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * weight_bits / 8;
+          d.buffers.weight_bytes = 2 * tile_bytes;
+          d.buffers.activation_bytes = pow2_ceil(act_need);
+          d.buffers.kv_bytes = 0;
+          d.memory.kv_channels = kv_share ? std::max(1, channels / kv_share) : 0;
+          if (kv_share && channels < 2) continue;
+          d.memory.weight_channels = std::max(1, channels - d.memory.kv_channels);
+          d.memory.activation_channels = 0;
+          d.parallel.cards = cards;
+          d.parallel.split = cards > 1 ? arch::Split::tensor : arch::Split::none;
+          d.batch = req.scenario.batch;
+          d.context = req.scenario.context;
+          d.kv_bits = kv_bits;
+          if (!d.problems().empty() || !arch::instance_problems(d).empty()) continue;
+          ++r.evaluated;
+          hw::Utilization use;
+          try {
+            use = hw::estimate_resources(d, dev, {&req.config});
+          } catch (const fpgallm::InputError& e) {
+            r.why_not.push_back(e.what());
+            return r;
           }
-    }
+          if (!use.fits) {
+            ++r.rejected_resources;
+            if (r.rejected_resources == 1)
+              for (const auto& o : use.overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
+            continue;
+          }
+          Candidate c;
+          c.design = d;
+          c.prediction = perf::predict(d, dev, w);
+          c.price_usd = design_price_usd(dev, cards);
+          if (!c.prediction.fits_memory) {
+            ++r.rejected_memory;
+            if (r.rejected_memory == 1) r.why_not.push_back(c.prediction.placement);
+            continue;
+          }
+          const hw::Resource b = use.binding();
+          const auto& bl = use.line(b);
+          c.binding_fraction = bl.ceiling > 0 ? bl.used / bl.ceiling : 0;
+          c.binding = fmt::format("{} {:.0f}% of ceiling", hw::to_string(b), 100 * c.binding_fraction);
+          all.push_back(std::move(c));
+        }
   }
   std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
   r.pareto = pareto_front(all);
