@@ -20,6 +20,7 @@ namespace arch {
 using nlohmann::json;
 
 const char* to_string(MatrixUnitImpl i) { return i == MatrixUnitImpl::hls ? "hls" : "rtl"; }
+const char* to_string(VectorFormat f) { return f == VectorFormat::fp32 ? "fp32" : "fp16"; }
 const char* to_string(Style s) { return s == Style::overlay ? "overlay" : "dataflow"; }
 const char* to_string(Split s) {
   switch (s) {
@@ -140,6 +141,8 @@ std::vector<std::string> Design::kernel_gaps() const {
   need(weight_sparsity == 0, fmt::format("weight_sparsity: {} (the kernels compute every weight)", weight_sparsity));
   need(fuse_attention, "fuse_attention: false (the attention kernel runs scores, softmax and values in one pass)");
   need(!fuse_norm_matmul, "fuse_norm_matmul: true (the kernels run the norm as its own vector-unit instruction)");
+  need(vector_unit.format == VectorFormat::fp32, "vector_unit.format: fp16 (the kernels' vector unit computes in fp32)");
+  need(!vector_unit.shared, "vector_unit.shared: true (the kernels give each vector operation its own datapath at each call site)");
   return p;
 }
 
@@ -212,7 +215,10 @@ void to_json(json& j, const Design& d) {
            {"matrix_unit", {{"impl", to_string(mu.impl)}, {"rows", mu.rows}, {"cols", mu.cols}, {"weight_bits", mu.weight_bits},
                             {"act_bits", mu.act_bits}, {"acc_bits", mu.acc_bits}, {"ii", mu.ii},
                             {"pipeline_depth", mu.pipeline_depth}}},
-           {"vector_unit", {{"lanes", d.vector_unit.lanes}, {"exp_table_bits", d.vector_unit.exp_table_bits}}},
+           {"vector_unit", {{"lanes", d.vector_unit.lanes},
+                             {"exp_table_bits", d.vector_unit.exp_table_bits},
+                             {"format", to_string(d.vector_unit.format)},
+                             {"shared", d.vector_unit.shared}}},
            {"tiling", {{"tile_rows", d.tiling.tile_rows}, {"tile_cols", d.tiling.tile_cols},
                        {"prefill_block", d.tiling.prefill_block}}},
            {"buffers", {{"weight_bytes", d.buffers.weight_bytes}, {"activation_bytes", d.buffers.activation_bytes},
@@ -258,9 +264,11 @@ void from_json(const json& j, Design& d) {
   }
   if (j.contains("vector_unit")) {
     const auto& v = j["vector_unit"];
-    check_keys(v, "vector_unit", {"lanes", "exp_table_bits"});
+    check_keys(v, "vector_unit", {"lanes", "exp_table_bits", "format", "shared"});
     get(v, "lanes", d.vector_unit.lanes, "vector_unit");
     get(v, "exp_table_bits", d.vector_unit.exp_table_bits, "vector_unit");
+    if (v.contains("format")) d.vector_unit.format = enum_from(v["format"], "vector_unit.format", {VectorFormat::fp32, VectorFormat::fp16});
+    get(v, "shared", d.vector_unit.shared, "vector_unit");
   }
   if (j.contains("tiling")) {
     const auto& t = j["tiling"];

@@ -21,6 +21,9 @@ enum class Phase { inference, train };
 // (src/kernels/matrix_unit.hpp) or the RTL unit (rtl/fpgallm_matrix_unit.v, packaged as
 // a Vitis RTL kernel; docs/rtl.md).
 enum class MatrixUnitImpl { hls, rtl };
+// Number format of the vector unit's arithmetic: fp32 (the kernels) or fp16 (the special-
+// function units published overlays describe, FlightLLM, DFX).
+enum class VectorFormat { fp32, fp16 };
 
 // Cycles from the first operands entering the HLS matrix unit to its first result: the
 // unrolled dot product of `cols` int8 products in kernels::matrix_vector_w8a8 pipelined as
@@ -50,6 +53,13 @@ struct MatrixUnit {
 struct VectorUnit {
   int lanes = 16;         // elements per cycle for norms, softmax, activations, RoPE, adds
   int exp_table_bits = 8; // address bits of the exp lookup table (see docs/accelerator.md)
+  VectorFormat format = VectorFormat::fp32;
+  // false: every vector operation has its own datapath at each place the top calls it (the
+  // kernels); true: one multiply-add datapath per lane, with the exp table, that every
+  // vector operation (norms, softmax, activations, RoPE, quantize, residual, attention's
+  // lane work) runs on in turn, divide and square root as one scalar core each (a
+  // special-function unit, as published overlays describe theirs).
+  bool shared = false;
 };
 
 struct Tiling {
@@ -134,6 +144,7 @@ struct Design {
 };
 
 const char* to_string(MatrixUnitImpl i);
+const char* to_string(VectorFormat f);
 const char* to_string(Style s);
 const char* to_string(Split s);
 const char* to_string(Phase p);

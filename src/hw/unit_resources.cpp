@@ -34,7 +34,31 @@ constexpr FpCore kFpCores[] = {
     {"fcmp", 0, 66, 0, "fabric compare (no_dsp); LUT [recalled]"},
     {"sitofp", 0, 250, 350, "fabric int -> float (no_dsp); LUT/FF [recalled]"},
     {"fptosi", 0, 150, 100, "fabric float -> int (no_dsp); LUT/FF [recalled]"},
+    // Half precision, at the same default bindings (hadd full_dsp, hmul max_dsp, the rest
+    // fabric: csynth names them hadd_16ns_16ns_16_<l>_full_dsp_1, hmul_16ns_16ns_16_<l>_max_dsp_1).
+    // DSP counts derived, not read off a report: the 11-bit significand product fits one
+    // 27 x 18 DSP48E2 multiplier (UG579), and the full-DSP adder's alignment and add, which
+    // take two DSP48E2 for fp32's 24-bit significands (PG060), fit one for 11 bits. LUT/FF:
+    // the fp32 core's scaled by the significand width, 11/24 [assumption].
+    {"hadd", 1, 104, 81, "derived: one DSP48E2 for an 11-bit significand (fp32 full usage takes 2, PG060); LUT/FF 11/24 of fadd's"},
+    {"hmul", 1, 36, 66, "derived: the 11 x 11 significand product fits one 27 x 18 DSP48E2 multiplier (UG579); LUT/FF 11/24 of fmul's"},
+    {"hdiv", 0, 367, 642, "fabric (no_dsp); LUT/FF 11/24 of fdiv's [assumption]"},
+    {"hsqrt", 0, 211, 367, "fabric (no_dsp); LUT/FF 11/24 of fsqrt's [assumption]"},
+    {"hcmp", 0, 30, 0, "fabric compare (no_dsp); LUT 11/24 of fcmp's [assumption]"},
+    {"sitohp", 0, 115, 160, "fabric int -> half (no_dsp); LUT/FF 11/24 of sitofp's [assumption]"},
+    {"hptosi", 0, 69, 46, "fabric half -> int (no_dsp); LUT/FF 11/24 of fptosi's [assumption]"},
 };
+
+// The operator core of `fp32_name` ("fadd") in the vector unit's number format.
+const char* in_format(const char* fp32_name, arch::VectorFormat f) {
+  if (f == arch::VectorFormat::fp32) return fp32_name;
+  const std::string n = fp32_name;
+  if (n == "sitofp") return "sitohp";
+  if (n == "fptosi") return "hptosi";
+  for (const auto& c : kFpCores)
+    if (c.name[0] == 'h' && n.substr(1) == c.name + 1) return c.name;
+  throw std::logic_error("no half-precision core for " + n);
+}
 
 // One fp32 add or multiply is one DSP58 in its floating-point mode on Versal (AM004,
 // DSPFP32).
@@ -68,15 +92,19 @@ struct Ops {  // fp32 operators of one pipelined loop body (or one shared sequen
 
 class Unit {
  public:
-  Unit(std::string name, bool dsp58) : dsp58_(dsp58) { part_.name = std::move(name); }
+  Unit(std::string name, bool dsp58, arch::VectorFormat format = arch::VectorFormat::fp32)
+      : dsp58_(dsp58), format_(format) {
+    part_.name = std::move(name);
+  }
   void term(std::string what, double count, Resources each, std::string formula, std::string source) {
     if (count <= 0) return;
     part_.terms.push_back({std::move(what), count, each, std::move(formula), std::move(source)});
   }
   // `copies` x the operators `ops` (e.g. lanes x the ops of one lane).
   void fp(const std::string& what, double copies, const Ops& ops, const std::string& formula, const std::string& source) {
-    auto add = [&](const char* name, int n) {
+    auto add = [&](const char* fp32_name, int n) {
       if (n <= 0) return;
+      const char* name = in_format(fp32_name, format_);
       const FpCore& c = fp_core(name);
       Resources r{c.lut, c.ff, c.dsp, 0, 0};
       if (dsp58_ && c.dsp > 0) r.dsp = kDsp58FpDsp;
@@ -133,6 +161,7 @@ class Unit {
 
  private:
   bool dsp58_;
+  arch::VectorFormat format_;
   Part part_;
 };
 
@@ -204,7 +233,9 @@ KernelSizes kernel_sizes(const arch::Design& d) {
 
 std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bool dsp58) {
   const int pe = d.matrix_unit.rows, simd = d.matrix_unit.cols, lanes = d.vector_unit.lanes;
-  const int channels = std::max(1, d.memory.weight_channels);
+  // Each compute unit streams its weights over its share of the weight channels
+  // (arch::Design::compute_units); the caller multiplies the units by compute_units.
+  const int channels = std::max(1, int(ceil_div(d.memory.weight_channels, std::max(1, d.compute_units))));
   const int step_words = std::max(1, pe * simd / kernels::kWordBytes);
   const int group_words = kernels::lcm_small(step_words, channels);
   const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));
@@ -215,33 +246,47 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   // Matrix unit: the streaming matrix-vector unit of the emitted matmul_region (DATAFLOW,
   // emit_text.cpp:250-258).
   {
-    Unit u("matrix unit", dsp58);
+    const bool fp16_macs = d.matrix_unit.weight_bits == 16 && d.matrix_unit.act_bits == 16;
+    Unit u("matrix unit", dsp58, fp16_macs ? arch::VectorFormat::fp16 : arch::VectorFormat::fp32);
     const double products = double(pe) * simd;
-    u.term("int8 x int8 products", products, Resources{0, 0, 1, 0, 0},
-           fmt::format("rows x cols = {} x {}, one DSP each: the code writes one multiply per product and packs none; "
-                       "Vitis HLS maps a mul->add fragment within the DSP48E2's 27 x 18 multiplier to one DSP (UG1399 "
-                       "'DSP Multi-Operation Matching', UG579); no BIND_OP in the kernels",
-                       pe, simd),
-           "src/kernels/matrix_unit.hpp:476-477 (matrix_vector_w8a8: PIPELINE II=1 at :466, the pe and k loops inside "
-           "it unrolled)");
-    const double adder_bits = row_adder_bits(simd, 16);
-    u.term("adder tree and accumulator of one row", pe, Resources{kLutPerAdderBit * adder_bits, adder_bits, 0, 0, 0},
-           fmt::format("rows = {}; per row {:g} adder bits: a tree over cols = {} products of 16 bits (level l: cols/2^l "
-                       "adders of 16 + l bits) and the 32-bit accumulator; 1 LUT and 1 FF per bit [assumption]",
-                       pe, adder_bits, simd),
-           "src/kernels/matrix_unit.hpp:470-479 (s += products, acc[pe] = acc + s)");
-    u.term("accumulator registers", pe, Resources{0, 32, 0, 0, 0}, fmt::format("rows = {}, 32 bits each", pe),
-           "src/kernels/matrix_unit.hpp:462-463 (i32 acc[PE], ARRAY_PARTITION complete)");
-    // The requantization of store_rows: PIPELINE II=scale_words over the PE outputs of a row
-    // fold, so each core serves scale_words of them.
-    Ops rq;
-    rq.sitofp = 1;
-    rq.fmul = 2;
-    u.fp("requantize", double(ceil_div(pe, scale_words)), rq,
-         fmt::format("ceil(rows / scale_words) = ceil({} / {}) cores (PIPELINE II=scale_words shares each over "
-                     "scale_words outputs) x (float(acc), x s_w, x s_x)",
-                     pe, scale_words),
-         "src/codegen/templates/overlay.hpp:46-56 (store_rows), src/kernels/matrix_unit.hpp:494-496 (requantize_w8a8)");
+    if (fp16_macs) {
+      // fp16 operands (DFX's matrix unit): per row cols multipliers, an adder tree of cols - 1
+      // adders and the accumulating adder, each an fp16 core; no requantization.
+      Ops mul, add;
+      mul.fmul = 1;
+      add.fadd = 1;
+      u.fp("fp16 products", products, mul, fmt::format("rows x cols = {} x {}", pe, simd),
+           "design: matrix_unit weight_bits = act_bits = 16 read as fp16 (not a kernel: the kernels multiply int8)");
+      u.fp("fp16 adder tree and accumulator", double(pe) * simd, add,
+           fmt::format("rows x ((cols - 1) tree adders + 1 accumulator) = {} x {}", pe, simd),
+           "design: matrix_unit weight_bits = act_bits = 16 read as fp16");
+    } else {
+      u.term("int8 x int8 products", products, Resources{0, 0, 1, 0, 0},
+             fmt::format("rows x cols = {} x {}, one DSP each: the code writes one multiply per product and packs none; "
+                         "Vitis HLS maps a mul->add fragment within the DSP48E2's 27 x 18 multiplier to one DSP (UG1399 "
+                         "'DSP Multi-Operation Matching', UG579); no BIND_OP in the kernels",
+                         pe, simd),
+             "src/kernels/matrix_unit.hpp:476-477 (matrix_vector_w8a8: PIPELINE II=1 at :466, the pe and k loops inside "
+             "it unrolled)");
+      const double adder_bits = row_adder_bits(simd, 16);
+      u.term("adder tree and accumulator of one row", pe, Resources{kLutPerAdderBit * adder_bits, adder_bits, 0, 0, 0},
+             fmt::format("rows = {}; per row {:g} adder bits: a tree over cols = {} products of 16 bits (level l: cols/2^l "
+                         "adders of 16 + l bits) and the 32-bit accumulator; 1 LUT and 1 FF per bit [assumption]",
+                         pe, adder_bits, simd),
+             "src/kernels/matrix_unit.hpp:470-479 (s += products, acc[pe] = acc + s)");
+      u.term("accumulator registers", pe, Resources{0, 32, 0, 0, 0}, fmt::format("rows = {}, 32 bits each", pe),
+             "src/kernels/matrix_unit.hpp:462-463 (i32 acc[PE], ARRAY_PARTITION complete)");
+      // The requantization of store_rows: PIPELINE II=scale_words over the PE outputs of a row
+      // fold, so each core serves scale_words of them.
+      Ops rq;
+      rq.sitofp = 1;
+      rq.fmul = 2;
+      u.fp("requantize", double(ceil_div(pe, scale_words)), rq,
+           fmt::format("ceil(rows / scale_words) = ceil({} / {}) cores (PIPELINE II=scale_words shares each over "
+                       "scale_words outputs) x (float(acc), x s_w, x s_x)",
+                       pe, scale_words),
+           "src/codegen/templates/overlay.hpp:46-56 (store_rows), src/kernels/matrix_unit.hpp:494-496 (requantize_w8a8)");
+    }
     u.term("scale word registers", scale_words, Resources{0, 512, 0, 0, 0},
            fmt::format("scale_words = ceil(rows / 16) = {} FloatWords of 512 bits", scale_words),
            "src/codegen/templates/overlay.hpp:49-51 (sw[], ARRAY_PARTITION complete)");
@@ -261,9 +306,33 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     units.push_back(u.done());
   }
 
+  const arch::VectorFormat vformat = d.vector_unit.format;
+  const int vbits = vformat == arch::VectorFormat::fp16 ? 16 : 32;
+  const long long rom_depth = 1LL << d.vector_unit.exp_table_bits;
+  // A shared vector unit (design.vector_unit.shared, not the kernels): one datapath per
+  // lane that every vector operation runs on in turn.
+  if (d.vector_unit.shared) {
+    Unit u("vector unit", dsp58, vformat);
+    const std::string L = fmt::format("lanes = {}", lanes);
+    const char* src = "design: vector_unit.shared (not a kernel: the kernels give each operation its own datapath)";
+    Ops lane;  // multiply, add, compare (max, clamp), to integer (codes, the exp table's index)
+    lane.fmul = 1;
+    lane.fadd = 1;
+    lane.fcmp = 1;
+    lane.fptosi = 1;
+    u.fp("lane datapath", lanes, lane, L + " x (multiply, add, compare, to integer)", src);
+    Ops scalar;  // 1/n, 1/sqrt for norms, 1/l for softmax, 1/scale for quantize, n to float
+    scalar.fdiv = 1;
+    scalar.fsqrt = 1;
+    scalar.sitofp = 1;
+    u.fp("scalar part", 1, scalar, "one divider, one square root, one int -> float for the whole unit", src);
+    u.memory("exp tables", lanes, vbits, rom_depth, fmt::format("one per lane, 2^{} entries", d.vector_unit.exp_table_bits),
+             src);
+    units.push_back(u.done());
+  }
   // Vector unit: every call site of its kernels in the emitted top, each its own instance.
-  {
-    Unit u("vector unit", dsp58);
+  if (!d.vector_unit.shared) {
+    Unit u("vector unit", dsp58, vformat);
     const std::string L = fmt::format("lanes = {}", lanes);
     Ops reduce;  // lane_reduce of x^2 (shift 0 folds away): acc += x * x
     reduce.fmul = 1;
@@ -313,8 +382,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     u.fp("swiglu", lanes, swiglu, "1 call site x " + L + " (exp_rom: 10 fmul, 9 fadd, 3 fcmp, 1 fptosi, 2 sitofp)",
          "src/codegen/emit_text.cpp:354; src/kernels/vector_unit.hpp:204-214 (PIPELINE II=1, UNROLL lanes), "
          "numerics.hpp:102-113 (exp_rom)");
-    const long long rom_depth = 1LL << d.vector_unit.exp_table_bits;
-    u.memory("exp ROMs", lanes, 32, rom_depth, fmt::format("one per lane, 2^{} entries", d.vector_unit.exp_table_bits),
+    u.memory("exp ROMs", lanes, vbits, rom_depth, fmt::format("one per lane, 2^{} entries", d.vector_unit.exp_table_bits),
              "src/kernels/vector_unit.hpp:202-203 (Exp2Roms<bits, lanes>, ARRAY_PARTITION complete dim=1)");
     // RoPE: lanes elements (lanes / 2 pairs) per cycle, each pair 4 products and 2 sums.
     Ops rope;
@@ -329,51 +397,54 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
 
   // Attention and the KV store (one call site each, emit_text.cpp:338,344).
   {
-    Unit u("attention", dsp58);
-    const std::string L = fmt::format("lanes = {}", lanes);
-    Ops load;  // two kv_read per lane (k, v): int8 code x scale, fp16 subnormal man x 2^-24
-    if (d.kv_bits != 32) {
-      load.sitofp = 2;
-      load.fmul = 2;
-    }
-    u.fp("K, V load", lanes, load, L + (d.kv_bits == 8 ? " x 2 (k, v: float(code) x scale)" : " x 2 (k, v: binary16 subnormal path)"),
-         "src/kernels/attention.hpp:215-224 (PIPELINE II=1, lanes unrolled), :124-125 (kv_read)");
-    Ops dot;  // lane_reduce of q . k
-    dot.fmul = 1;
-    dot.fadd = 1;
-    u.fp("scores (q . k)", lanes, dot, L, "src/kernels/attention.hpp:242 -> vector_unit.hpp:61-66 (lane_reduce)");
-    Ops rescale;
-    rescale.fmul = 1;
-    u.fp("rescale acc", lanes, rescale, L, "src/kernels/attention.hpp:248-252 (PIPELINE II=1)");
-    Ops pv;
-    pv.fmul = 1;
-    pv.fadd = 1;
-    u.fp("acc += p v", lanes, pv, L, "src/kernels/attention.hpp:258-263 (PIPELINE II=1)");
-    Ops store;
-    store.fdiv = 1;
-    u.fp("store (acc / l)", 1, store, "one element per cycle", "src/kernels/attention.hpp:272-276 (PIPELINE II=1)");
-    Ops scalar;  // / sqrt(d), the scalar exps (corr, p), l updates, the max: one core of each kind
-    scalar.fmul = 1;
-    scalar.fadd = 1;
-    scalar.fdiv = 1;
-    scalar.fsqrt = 1;
-    scalar.fcmp = 1;
-    scalar.sitofp = 1;
-    scalar.fptosi = 1;
-    u.fp("scalar part", 1, scalar, "one core of each kind (sequential region: scores / sqrt(d), exp_table, l) [assumption]",
-         "src/kernels/attention.hpp:179,242-247,256-257");
-    if (d.kv_bits == 8) {  // kv_store: quantize_dynamic of k and of v (two call sites of kv_write)
-      u.fp("kv_store codes", 2.0 * lanes, quantize_codes_ops(), "2 call sites (k, v) x " + L,
-           "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:168-174");
-      u.fp("kv_store max |x|", 2.0 * lanes, max_abs_ops(), "2 call sites (k, v) x " + L,
-           "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:110-121");
+    Unit u("attention", dsp58, vformat);
+    // With a shared vector unit the lane work below runs on it; the block memories stay.
+    if (!d.vector_unit.shared) {
+      const std::string L = fmt::format("lanes = {}", lanes);
+      Ops load;  // two kv_read per lane (k, v): int8 code x scale, fp16 subnormal man x 2^-24
+      if (d.kv_bits != 32) {
+        load.sitofp = 2;
+        load.fmul = 2;
+      }
+      u.fp("K, V load", lanes, load, L + (d.kv_bits == 8 ? " x 2 (k, v: float(code) x scale)" : " x 2 (k, v: binary16 subnormal path)"),
+           "src/kernels/attention.hpp:215-224 (PIPELINE II=1, lanes unrolled), :124-125 (kv_read)");
+      Ops dot;  // lane_reduce of q . k
+      dot.fmul = 1;
+      dot.fadd = 1;
+      u.fp("scores (q . k)", lanes, dot, L, "src/kernels/attention.hpp:242 -> vector_unit.hpp:61-66 (lane_reduce)");
+      Ops rescale;
+      rescale.fmul = 1;
+      u.fp("rescale acc", lanes, rescale, L, "src/kernels/attention.hpp:248-252 (PIPELINE II=1)");
+      Ops pv;
+      pv.fmul = 1;
+      pv.fadd = 1;
+      u.fp("acc += p v", lanes, pv, L, "src/kernels/attention.hpp:258-263 (PIPELINE II=1)");
+      Ops store;
+      store.fdiv = 1;
+      u.fp("store (acc / l)", 1, store, "one element per cycle", "src/kernels/attention.hpp:272-276 (PIPELINE II=1)");
+      Ops scalar;  // / sqrt(d), the scalar exps (corr, p), l updates, the max: one core of each kind
+      scalar.fmul = 1;
+      scalar.fadd = 1;
+      scalar.fdiv = 1;
+      scalar.fsqrt = 1;
+      scalar.fcmp = 1;
+      scalar.sitofp = 1;
+      scalar.fptosi = 1;
+      u.fp("scalar part", 1, scalar, "one core of each kind (sequential region: scores / sqrt(d), exp_table, l) [assumption]",
+           "src/kernels/attention.hpp:179,242-247,256-257");
+      if (d.kv_bits == 8) {  // kv_store: quantize_dynamic of k and of v (two call sites of kv_write)
+        u.fp("kv_store codes", 2.0 * lanes, quantize_codes_ops(), "2 call sites (k, v) x " + L,
+             "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:168-174");
+        u.fp("kv_store max |x|", 2.0 * lanes, max_abs_ops(), "2 call sites (k, v) x " + L,
+             "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:110-121");
+      }
     }
     const int dl = round_up(std::max(2, k.head_dim), lanes);
-    u.memory("K and V blocks", 2LL * lanes, 32, ceil_div(static_cast<long long>(arch::kKvBlock) * dl, lanes),
+    u.memory("K and V blocks", 2LL * lanes, vbits, ceil_div(static_cast<long long>(arch::kKvBlock) * dl, lanes),
              fmt::format("2 arrays (k, v) x lanes banks; kKvBlock x round_up(head_dim = {}, lanes) = {} x {} floats each",
                          k.head_dim, arch::kKvBlock, dl),
              "src/kernels/attention.hpp:171,174-175 (kblk, vblk [B][DL], ARRAY_PARTITION dim=2 cyclic factor=lanes)");
-    u.memory("query accumulator", lanes, 32, ceil_div(dl, lanes), "lanes banks of DL / lanes floats",
+    u.memory("query accumulator", lanes, vbits, ceil_div(dl, lanes), "lanes banks of DL / lanes floats",
              "src/kernels/attention.hpp:172,176 (acc[Q][DL], ARRAY_PARTITION dim=2 cyclic factor=lanes)");
     u.memory("scores and scales", d.kv_bits == 8 ? 3 : 1, 32, arch::kKvBlock, "s[B] (+ kscale[B], vscale[B] for int8)",
              "src/kernels/attention.hpp:172-173 (not partitioned)");

@@ -280,6 +280,76 @@ TEST(UnitResources, RtlMatrixUnitPacksAndIsChecked) {
   EXPECT_EQ(part(h, "matrix unit").checked, "");
 }
 
+// vector_unit.shared (published overlays' special-function units, not the kernels): one
+// multiply, one add, one compare and one to-integer core per lane, one divider, square
+// root and int -> float for the unit; attention's lane work runs on it, so attention keeps
+// only its block memories.
+TEST(UnitResources, SharedVectorUnitIsOneDatapathPerLane) {
+  const double fadd = hw::fp_core("fadd").dsp, fmul = hw::fp_core("fmul").dsp;  // 2, 3
+  arch::Design d = config_a();
+  d.vector_unit.shared = true;
+  const auto u = units_of(d);
+  EXPECT_EQ(unit(u, "vector unit").use.dsp, 8 * (fmul + fadd));  // 40
+  EXPECT_EQ(term(unit(u, "vector unit"), "lane datapath: fcmp").count, 8);
+  EXPECT_EQ(term(unit(u, "vector unit"), "scalar part: fdiv").count, 1);
+  EXPECT_EQ(unit(u, "attention").use.dsp, 0);
+  EXPECT_EQ(unit(u, "attention").use.bram36, unit(units_of(config_a()), "attention").use.bram36);
+  // The matrix unit is untouched by the vector unit's sharing.
+  EXPECT_EQ(unit(u, "matrix unit").use.dsp, unit(units_of(config_a()), "matrix unit").use.dsp);
+  // Twice the lanes: twice the lane cores, the scalar part unchanged.
+  arch::Design wide = d;
+  wide.vector_unit.lanes = 16;
+  EXPECT_EQ(unit(units_of(wide), "vector unit").use.dsp, 16 * (fmul + fadd));
+}
+
+// vector_unit.format fp16: the half-precision cores (one DSP48E2 each for hadd and hmul,
+// derived from the significand widths) and 16-bit exp tables and attention blocks; a
+// matrix unit of 16-bit operands is read as fp16 multipliers and adders (DFX).
+TEST(UnitResources, HalfPrecisionCoresAndMatrixUnit) {
+  EXPECT_EQ(hw::fp_core("hadd").dsp, 1);
+  EXPECT_EQ(hw::fp_core("hmul").dsp, 1);
+  EXPECT_EQ(hw::fp_core("hdiv").dsp, 0);
+  arch::Design d = config_a();
+  d.vector_unit.shared = true;
+  d.vector_unit.format = arch::VectorFormat::fp16;
+  d.vector_unit.exp_table_bits = 10;  // 1024 entries: fp32 2 BRAM18 per lane, fp16 1 (1K x 18)
+  const auto u = units_of(d);
+  EXPECT_EQ(unit(u, "vector unit").use.dsp, 8 * (1 + 1));
+  EXPECT_EQ(term(unit(u, "vector unit"), "exp tables").total().bram36, 8 * 0.5);
+  EXPECT_EQ(term(unit(u, "vector unit"), "lane datapath: hcmp").count, 8);
+  d.matrix_unit.weight_bits = d.matrix_unit.act_bits = 16;
+  const auto fp16_units = units_of(d);
+  const hw::Part& mu = unit(fp16_units, "matrix unit");
+  EXPECT_EQ(term(mu, "fp16 products: hmul").count, 8 * 8);
+  EXPECT_EQ(term(mu, "fp16 adder tree and accumulator: hadd").count, 8 * 8);  // 7 tree adders + 1 accumulator per row
+  EXPECT_EQ(mu.use.dsp, 2 * 64);
+  // The kernels run neither: both are kernel gaps.
+  auto has = [](const std::vector<std::string>& gaps, const std::string& field) {
+    return std::any_of(gaps.begin(), gaps.end(), [&](const std::string& g) { return g.rfind(field, 0) == 0; });
+  };
+  EXPECT_TRUE(has(d.kernel_gaps(), "vector_unit.format"));
+  EXPECT_TRUE(has(d.kernel_gaps(), "vector_unit.shared"));
+  EXPECT_FALSE(has(config_a().kernel_gaps(), "vector_unit"));
+}
+
+// Compute units (one per SLR) each stream over their share of the weight channels: the
+// channel FIFOs and m_axi bundles are not multiplied by the compute units.
+TEST(Resources, ComputeUnitsShareTheWeightChannels) {
+  const model::Config m = small_model();
+  arch::Design one = config_a();
+  one.memory.weight_channels = 8;
+  arch::Design two = one;
+  two.compute_units = 2;
+  const hw::Utilization a = hw::estimate_resources(one, hw::find_device("u280"), {&m});
+  const hw::Utilization b = hw::estimate_resources(two, hw::find_device("u280"), {&m});
+  // One unit: 8 weight bundles + 7 others; two units: 2 x (4 + 7).
+  EXPECT_EQ(term(part(a, "memory ports"), "m_axi adapters").count, 8 + 7);
+  EXPECT_EQ(part(b, "memory ports").use.lut, 2 * (4 + 7) * term(part(a, "memory ports"), "m_axi adapters").each.lut);
+  // The MAC arrays double; each unit has 4 channel FIFOs (15 BRAM18 each) where one unit had 8.
+  EXPECT_EQ(part(b, "matrix unit").use.dsp, 2 * part(a, "matrix unit").use.dsp);
+  EXPECT_EQ(term(part(b, "matrix unit"), "weight channel FIFOs").count, 4);
+}
+
 // The memory ports and the activation arrays against the emitted top itself: the distinct
 // m_axi bundles of its INTERFACE pragmas, and the arrays partitioned by CFG::partition.
 TEST(UnitResources, PortsAndArraysAsTheEmittedTopDeclaresThem) {
