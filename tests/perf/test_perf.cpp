@@ -277,6 +277,16 @@ TEST(Perf, ValidationMedianErrorWithinBound) {
     EXPECT_NE(explained.find("line " + std::to_string(r.line) + " (" + r.kind), std::string::npos)
         << "line " << r.line << " " << r.kind << " " << r.source_id << ": " << 100 * r.error << "% not explained";
   }
+  // So is every resource row beyond 40%, in the section on resource rows.
+  const auto res_section = text.find("### Resource rows");
+  ASSERT_NE(res_section, std::string::npos);
+  const std::string res_explained = text.substr(res_section, text.find("\n## ", res_section) - res_section);
+  EXPECT_FALSE(v.resources.empty());
+  for (const auto& r : v.resources) {
+    if (std::fabs(r.error) <= 0.4) continue;
+    EXPECT_NE(res_explained.find("line " + std::to_string(r.line) + " (" + r.resource + ")"), std::string::npos)
+        << "line " << r.line << " " << r.resource << " " << r.source_id << ": " << 100 * r.error << "% not explained";
+  }
 }
 
 // Design format: what published accelerators build, charged as the hardware does.
