@@ -287,6 +287,12 @@ std::string fit_suggestion(const Request& req, const hw::Device& dev) {
   const double cap = dev.memory_capacity_gb() * kGB;
   std::vector<std::string> options;
   if (cap <= 0) return "the device has no off-chip memory figure";
+  // Weights and KV cache fit the card's memory: what is short is the fabric (the smallest
+  // design fpgallm's kernels build), which fewer weight bits or a shorter context do not shrink.
+  if (weights + kv <= cap)
+    return fmt::format("a card with more programmable logic ({:.2f} GB of weights and KV cache fit this card's {:.0f} GB; "
+                       "the smallest design fpgallm builds does not fit its fabric)",
+                       (weights + kv) / kGB, cap / kGB);
   if (req.precision.weight_bits > 4) {
     graph::Precision p4 = req.precision;
     p4.weight_bits = 4;

@@ -89,7 +89,8 @@ Exploration combine(std::vector<DeviceResult> results, const Request& request, O
 graph::Precision precision_of(const quant::Plan& plan);
 int weight_bits(quant::WeightFormat f);
 
-// What would make the model fit: "int4 weights (3.4 GB)", "2 cards", "a context of 1024".
+// What would make the model fit: "int4 weights (3.4 GB)", "2 cards", "a context of 1024";
+// when weights and KV cache already fit the card's memory, a card with more fabric.
 std::string fit_suggestion(const Request& request, const hw::Device& device);
 
 void to_json(nlohmann::json& j, const Candidate& c);
