@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -98,7 +99,7 @@ std::optional<std::string> resolve_model(const std::string& text, const std::vec
     for (const auto& piece : a.contains) all = all && t.find(lower(piece)) != std::string::npos;
     if (all) return a.preset;
   }
-  return std::nullopt;
+  return identify_model(text);
 }
 
 // A GPU named somewhere in free text ("A100 W8A8 (1065 MHz listed)", "V100S (vLLM+...)").
@@ -206,6 +207,64 @@ double predict_metric(const std::string& metric, const model::Config& cfg, const
 }
 
 }  // namespace
+
+std::optional<std::string> identify_model(const std::string& text) {
+  const std::string t = lower(text);
+  auto alnum = [](const std::string& s) {
+    std::string o;
+    for (char c : s)
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '.') o += c;
+    return o;
+  };
+  static const std::regex size(R"((\d+(?:\.\d+)?)\s*([bm])\b)");
+  std::vector<double> sizes;
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), size); it != std::sregex_iterator(); ++it)
+    sizes.push_back(std::stod((*it)[1].str()) * ((*it)[2].str() == "b" ? 1e9 : 1e6));
+  auto near = [&](const model::Preset& p, double within) {
+    for (double want : sizes)
+      if (std::fabs(double(p.config.n_params()) / want - 1) <= within) return true;
+    return false;
+  };
+  // 1. A preset's name, ignoring case, spaces and hyphens ("Qwen2.5-7B-Instruct", "LLaMA2 7B"),
+  // the longest that occurs; not when a parameter count in the text contradicts it ("GPT2"
+  // with 355M is not gpt2's 124M).
+  const std::string flat = alnum(t);
+  const model::Preset* named = nullptr;
+  for (const auto& p : model::presets()) {
+    const std::string n = alnum(lower(p.config.name));
+    if (flat.find(n) != std::string::npos && (!named || n.size() > alnum(lower(named->config.name)).size())) named = &p;
+  }
+  if (named && (sizes.empty() || near(*named, 0.15))) return named->config.name;
+  // 2. The family named in words and a parameter count ("Llama 2 110M", "GPT2" with 355M in the
+  // params column): the family's preset within 15% of that count, the closest if several.
+  auto has = [&](const char* w) { return t.find(w) != std::string::npos; };
+  std::vector<std::string> prefixes;
+  if (has("tinyllama")) prefixes = {"tinyllama"};
+  else if (has("deepseek") && has("qwen")) prefixes = {"deepseek-r1-distill-qwen"};
+  else if (has("qwen3") || has("qwen 3") || has("qwen-3")) prefixes = {"qwen3"};
+  else if (has("qwen")) prefixes = {"qwen2.5"};
+  else if (std::regex_search(t, std::regex(R"(llama[\s\-]?3)"))) prefixes = {"llama3"};
+  else if (has("llama")) prefixes = {"llama2", "stories"};  // llama2.c's stories models are Llama 2
+  else if (has("gpt-2") || has("gpt2") || has("gpt 2")) prefixes = {"gpt2"};
+  else if (std::regex_search(t, std::regex(R"(\bopt\b)"))) prefixes = {"opt"};
+  else if (has("bert")) prefixes = {"bert"};
+  if (prefixes.empty()) return std::nullopt;
+  const model::Preset* best = nullptr;
+  double best_off = 0.15;
+  for (const auto& p : model::presets()) {
+    const std::string n = lower(p.config.name);
+    if (std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string& f) { return n.rfind(f, 0) == 0; })) continue;
+    for (double want : sizes) {
+      const double off = std::fabs(double(p.config.n_params()) / want - 1);
+      if (off <= best_off) {
+        best_off = off;
+        best = &p;
+      }
+    }
+  }
+  if (!best) return std::nullopt;
+  return best->config.name;
+}
 
 double median_abs(const std::vector<double>& errors) {
   if (errors.empty()) return 0;

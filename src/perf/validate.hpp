@@ -4,6 +4,7 @@
 // constants, FPGA rows from the published design described in <designs>/<source_id>.json,
 // GPU baseline rows from the same workload on the named GPU.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ struct ValidationRow {
   std::string stack;          // GPU rows: the software stack charged
   std::vector<std::string> kernel_gaps;  // FPGA rows: what the kernels could not run (predicted anyway)
 };
+
+// The preset a published row's free-text model name (with its params column) means, when
+// the alias table (models.json) has no entry: a preset's name in the text ignoring case,
+// spaces and hyphens, else the family named in words and a parameter count within 15% of a
+// preset of that family ("Llama 2 110M" -> stories110m, "GPT2 355M" -> gpt2-medium).
+std::optional<std::string> identify_model(const std::string& text);
 
 // A published resource count of a design against the resource model.
 struct ResourceRow {

@@ -424,6 +424,23 @@ TEST(Validate, NeverAbortsOnOneRowAndReadsNoBoundAsAMeasurement) {
   EXPECT_EQ(r.status, 2);
 }
 
+// Model names as papers write them, without an entry in models.json: the preset's name
+// ignoring case and separators, or the family and a parameter count (hand-checked against
+// data/presets.json: stories110m 110M, gpt2-medium 355M, llama2-7b 6.74B).
+TEST(Validate, IdentifiesModelsNamedInFreeText) {
+  EXPECT_EQ(perf::identify_model("Qwen2.5-7B-Instruct 7B"), "qwen2.5-7b");
+  EXPECT_EQ(perf::identify_model("LLaMA2 7B ~7B"), "llama2-7b");
+  EXPECT_EQ(perf::identify_model("Llama 3.1 8B"), "llama3.1-8b");
+  EXPECT_EQ(perf::identify_model("Llama 2 110M 110M"), "stories110m");
+  EXPECT_EQ(perf::identify_model("GPT2 355M"), "gpt2-medium");  // not gpt2 (124M)
+  EXPECT_EQ(perf::identify_model("GPT2 124M"), "gpt2");
+  EXPECT_EQ(perf::identify_model("LLaMA-7B 7B"), "llama2-7b");  // Llama 1 7B has Llama 2 7B's shape
+  // No preset of that family within 15%: not identified, never the nearest other model.
+  EXPECT_EQ(perf::identify_model("OPT-1.3B 1.3B"), std::nullopt);
+  EXPECT_EQ(perf::identify_model("Mistral-7B 7B"), std::nullopt);
+  EXPECT_EQ(perf::identify_model("Llama 2 3B"), std::nullopt);
+}
+
 TEST(Validate, GpuStackFromText) {
   bool named = false;
   EXPECT_EQ(perf::gpu_stack_from_text("V100S (vLLM+SmoothQuant)", &named), perf::GpuStack::graphs);
