@@ -13,7 +13,10 @@
 //   - memories from the real array partitions: banks x depth x width, each bank its own
 //     block RAM or LUTRAM (UG573 aspect ratios); no URAM (no BIND_STORAGE asks for it);
 //   - AXI masters as emitted: one adapter per m_axi bundle of the top's INTERFACE pragmas.
-// Every term carries its formula and the file:line it comes from.
+// Every term carries its formula and the file:line it comes from. Fields the kernels do not
+// build (Design::kernel_gaps: vector_unit.shared and .format fp16, 16-bit matrix operands)
+// are counted too, as published accelerators build them, so that validate can size those;
+// their terms name the design field as their source.
 #include <string>
 #include <vector>
 
