@@ -234,8 +234,9 @@ KernelSizes kernel_sizes(const arch::Design& d) {
 std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bool dsp58) {
   const int pe = d.matrix_unit.rows, simd = d.matrix_unit.cols, lanes = d.vector_unit.lanes;
   // Each compute unit streams its weights over its share of the weight channels
-  // (arch::Design::compute_units); the caller multiplies the units by compute_units.
-  const int channels = std::max(1, int(ceil_div(d.memory.weight_channels, std::max(1, d.compute_units))));
+  // (arch::Design::compute_units), whole channels that together do not exceed the design's
+  // (32 over 3 units: 10 each); the caller multiplies the units by compute_units.
+  const int channels = std::max(1, d.memory.weight_channels / std::max(1, d.compute_units));
   const int step_words = std::max(1, pe * simd / kernels::kWordBytes);
   const int group_words = kernels::lcm_small(step_words, channels);
   const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));

@@ -348,6 +348,13 @@ TEST(Resources, ComputeUnitsShareTheWeightChannels) {
   // The MAC arrays double; each unit has 4 channel FIFOs (15 BRAM18 each) where one unit had 8.
   EXPECT_EQ(part(b, "matrix unit").use.dsp, 2 * part(a, "matrix unit").use.dsp);
   EXPECT_EQ(term(part(b, "matrix unit"), "weight channel FIFOs").count, 4);
+  // 32 channels over 3 units: whole channels, 10 each (30 of 32), never more than exist.
+  arch::Design three = one;
+  three.memory.weight_channels = 32;
+  three.compute_units = 3;
+  const hw::Utilization c = hw::estimate_resources(three, hw::find_device("u280"), {&m});
+  EXPECT_EQ(term(part(c, "matrix unit"), "weight channel FIFOs").count, 10);
+  EXPECT_EQ(term(part(c, "memory ports"), "m_axi adapters").count, 10 + 7);
 }
 
 // The memory ports and the activation arrays against the emitted top itself: the distinct
