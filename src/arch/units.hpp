@@ -85,6 +85,10 @@ const char* to_string(UnitKind u);
 
 struct Loop {
   std::string name;         // "matmul 288x288: matrix_vector_w8a8"
+  // The kernel loop it describes: its FPGALLM_TRIP id (src/kernels/trip_count.hpp), whose
+  // iterations in C simulation are trip x calls summed over the loops naming it. Empty for
+  // the host's PCIe transfer, which is no kernel loop.
+  std::string kernel_loop;
   std::int64_t trip = 0;    // iterations per call
   int ii = 1;
   int depth = 0;            // pipeline depth charged once per call (0: none charged)
