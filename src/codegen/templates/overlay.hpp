@@ -134,11 +134,11 @@ void write_result(const float src[], int n, float* result) {
 }
 
 // The words of instruction i from the program bundle, one per cycle.
-inline void fetch_instruction(const int* program, int i, int w[kWords]) {
-  for (int j = 0; j < kWords; ++j) {
+inline void fetch_instruction(const int* program, int i, int w[fpgallm_isa::kWords]) {
+  for (int j = 0; j < fpgallm_isa::kWords; ++j) {
 #pragma HLS PIPELINE II=1
     FPGALLM_TRIP("fetch_instruction");
-    w[j] = program[i * kWords + j];
+    w[j] = program[i * fpgallm_isa::kWords + j];
   }
 }
 
