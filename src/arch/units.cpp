@@ -31,14 +31,16 @@ class Builder {
  public:
   explicit Builder(Work& w) : w_(w) {}
   // A loop of `calls` calls of `trip` iterations at `ii` (plus `depth` per call) taking
-  // `cycles` in all; returns the cycles.
-  double loop(std::string name, std::int64_t trip, int ii, int depth, std::int64_t calls, double cycles,
-              std::string note = "") {
-    w_.loops.push_back({std::move(name), trip, ii, depth, calls, cycles, std::move(note)});
+  // `cycles` in all, the kernel loop `kernel_loop` (its FPGALLM_TRIP id); returns the cycles.
+  double loop(std::string name, std::string kernel_loop, std::int64_t trip, int ii, int depth, std::int64_t calls,
+              double cycles, std::string note = "") {
+    w_.loops.push_back({std::move(name), std::move(kernel_loop), trip, ii, depth, calls, cycles, std::move(note)});
     return cycles;
   }
-  double simple(std::string name, std::int64_t trip, std::int64_t calls = 1, std::string note = "") {
-    return loop(std::move(name), trip, 1, 0, calls, double(trip) * double(calls), std::move(note));
+  double simple(std::string name, std::string kernel_loop, std::int64_t trip, std::int64_t calls = 1,
+                std::string note = "") {
+    return loop(std::move(name), std::move(kernel_loop), trip, 1, 0, calls, double(trip) * double(calls),
+                std::move(note));
   }
 
  private:
@@ -51,7 +53,7 @@ double load_floats(Builder& b, const std::string& name, std::int64_t floats, std
   const std::int64_t beats = ceil_div(floats, kernels::kFloatsPerWord);
   const double per_call = r.memory_latency + bound(double(beats), double(beats) * kernels::kWordBytes, r.params);
   w.param_bytes += beats * kernels::kWordBytes * calls;
-  return b.loop(name + ": load_floats", beats, 1, 0, calls, per_call * double(calls), "one request, 16 floats per beat");
+  return b.loop(name + ": load_floats", "load_floats", beats, 1, 0, calls, per_call * double(calls), "one request, 16 floats per beat");
 }
 
 void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
@@ -74,12 +76,12 @@ void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, B
   const std::int64_t folds = ceil_div(in.rows, pe);
   const double store = bound(double(folds) * scale_words, double(folds) * scale_words * kernels::kWordBytes, r.params);
   const std::string shape = fmt::format("matmul {}x{}", in.rows, in.cols);
-  b.loop(shape + ": read_weight_channel", beats, 1, 0, ch, read,
+  b.loop(shape + ": read_weight_channel", "read_weight_channel", beats, 1, 0, ch, read,
          fmt::format("x{} bundles in parallel over {} channels of {:.1f} B/cycle", ch, std::clamp(r.weight_channels, 1, ch),
                      r.weight_channel));
-  b.loop(shape + ": gather_weight_steps", m.groups, gather_ii, 0, 1, gather);
-  b.loop(shape + ": matrix_vector_w8a8", m.steps, d.matrix_unit.ii, depth, 1, mac + depth);
-  b.loop(shape + ": store_rows", folds, scale_words, 0, 1, store);
+  b.loop(shape + ": gather_weight_steps", "gather_weight_steps", m.groups, gather_ii, 0, 1, gather);
+  b.loop(shape + ": matrix_vector_w8a8", "matrix_vector_w8a8", m.steps, d.matrix_unit.ii, depth, 1, mac + depth);
+  b.loop(shape + ": store_rows", "store_rows", folds, scale_words, 0, 1, store);
   const double slowest_compute = std::max({gather, mac, store});
   // DATAFLOW: the slowest process, the multiplier's fill, and the first request.
   w.body_cycles = std::max(read, slowest_compute) + depth + r.memory_latency;
@@ -116,31 +118,39 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   const std::int64_t last_r = rows - (rt - 1) * tr, last_c = cols - (ct - 1) * tc;
   const std::int64_t tile_bytes = tr * tc * in.weight_bits / 8;
   const bool dbuf = d.buffers.weight_bytes >= 2 * tile_bytes;
+  const std::string shape = fmt::format("matmul {}x{} x{} tokens", rows, cols, in.tokens);
+  const std::int64_t tiles = rt * ct;
+  // The load stage of a tile (kernels::matmul_w8a8): the weight tile, one SIMD word of a row
+  // per cycle (int4: 32 packed columns, the whole tile width), bounded by the weight port,
+  // then the tokens' activation columns, one SIMD word per cycle.
+  auto act_iters = [&](std::int64_t tile_c) { return double(in.tokens) * ceil_div(tile_c, mu.cols); };
   double compute = 0, load = 0, cycles = 0, store = 0;
-  auto cls = [&](std::int64_t n, std::int64_t tile_r, std::int64_t tile_c, bool last_col) {
+  auto cls = [&](const char* which, std::int64_t n, std::int64_t tile_r, std::int64_t tile_c, bool last_col) {
     if (n <= 0) return;
-    const double c = double(in.tokens) * ceil_div(tile_r, mu.rows) * ceil_div(tile_c, mu.cols) * mu.ii + mu.pipeline_depth;
+    const std::int64_t words = in.weight_bits < 8 ? tile_r * ceil_div(tc, 32) : tile_r * ceil_div(tile_c, mu.cols);
+    const std::int64_t steps = in.tokens * ceil_div(tile_r, mu.rows) * ceil_div(tile_c, mu.cols);
+    const double c = double(steps) * mu.ii + mu.pipeline_depth;
     const double st = last_col ? double(in.tokens) * tile_r : 0;
     // Scales and the rest of weight_bytes ride with the tiles, in proportion.
     const double l = double(tile_r * tile_c * in.weight_bits / 8) * total / std::max<std::int64_t>(1, payload_total) / port;
+    const double a = act_iters(tile_c);
     compute += n * c;
     store += n * st;
-    load += n * l;
-    cycles += n * (dbuf ? std::max(l, c + st) : l + c + st);
+    load += n * (l + a);
+    cycles += n * (dbuf ? std::max(l + a, c + st) : l + a + c + st);
+    const std::string name = fmt::format("{} ({})", shape, which);
+    b.loop(name + ": load_weight_tile", "load_weight_tile", words, 1, 0, n, n * l,
+           fmt::format("charged at the {} weight channels' {:.1f} B/cycle{}", ch, port, dbuf ? ", double-buffered" : ""));
+    b.simple(name + ": load_activation_tile", "load_activation_tile", std::int64_t(a), n);
+    b.loop(name + ": compute_tile", "compute_tile", steps, mu.ii, mu.pipeline_depth, n, n * c);
+    if (last_col) b.simple(name + ": store (requantize)", "store_tile", in.tokens * tile_r, n);
   };
-  cls((rt - 1) * (ct - 1), tr, tc, false);
-  cls(rt - 1, tr, last_c, true);
-  cls(ct - 1, last_r, tc, false);
-  cls(1, last_r, last_c, true);
-  const std::int64_t tiles = rt * ct;
-  const std::string shape = fmt::format("matmul {}x{} x{} tokens", rows, cols, in.tokens);
-  b.loop(shape + ": load_weight_tile", tr * tc / std::max(1, mu.cols), 1, 0, tiles, load,
-         fmt::format("{} tiles over {} weight channels at {:.1f} B/cycle{}", tiles, ch, port, dbuf ? ", double-buffered" : ""));
-  b.loop(shape + ": compute_tile", in.tokens * ceil_div(tr, mu.rows) * ceil_div(tc, mu.cols), mu.ii, mu.pipeline_depth, tiles,
-         compute);
-  b.loop(shape + ": store (requantize)", in.tokens * tr, 1, 0, rt, store);
+  cls("full tiles", (rt - 1) * (ct - 1), tr, tc, false);
+  cls("last column tiles", rt - 1, tr, last_c, true);
+  cls("last row tiles", ct - 1, last_r, tc, false);
+  cls("last tile", 1, last_r, last_c, true);
   // The first tile's load is never hidden.
-  const double first = double(std::min(tr, rows) * std::min(tc, cols) * in.weight_bits / 8) / port;
+  const double first = double(std::min(tr, rows) * std::min(tc, cols) * in.weight_bits / 8) / port + act_iters(std::min(tc, cols));
   w.body_cycles = r.memory_latency + (dbuf ? first : 0) + cycles;
   w.stream_bytes = total;
   w.stream_compute = compute + store;
@@ -174,20 +184,27 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   auto block_load = [&](std::int64_t n) { return r.kv_latency + bound(double(n * beat), n * key_bytes, r.kv); };
   auto scale_load = [&](std::int64_t n) { return int8 ? r.kv_latency + bound(double(n), n * 4.0, r.kv) : 0.0; };
   const double heads = in.heads;
-  auto all_blocks = [&](auto load) { return blocks > 0 ? (double(blocks - 1) * load(kKvBlock) + load(last_keys)) * heads : 0.0; };
-  const double scales = all_blocks(scale_load), loads = all_blocks(block_load);
-  if (int8)
-    b.loop("attention: load K, V scales of one block", kKvBlock, 1, 0, blocks * in.heads, scales,
-           "one request per block on each scale bundle, one scale per cycle; the last block has the remaining keys");
-  b.loop("attention: load K, V of one block", kKvBlock * beat, 1, 0, blocks * in.heads, loads,
-         "one request per block on each KV bundle, keys x beats flattened, lanes elements per beat; "
-         "the last block has the remaining keys");
-  b.simple("attention: dot (scores)", beat, pairs * in.heads);
-  b.simple("attention: rescale acc", beat, blocks_seen * in.heads);
-  b.simple("attention: acc += p v", beat, pairs * in.heads);
-  b.simple("attention: store", hd, std::int64_t(in.tokens) * in.heads);
-  w.body_cycles = scales + loads +
-                  double(beat) * double(2 * pairs + blocks_seen) * heads + double(hd) * in.tokens * heads;
+  // The full blocks, then the last one (its remaining keys), per head.
+  double scales = 0, loads = 0;
+  auto blocks_of = [&](const char* which, std::int64_t n_blocks, std::int64_t n_keys) {
+    if (n_blocks <= 0) return;
+    const std::int64_t calls = n_blocks * in.heads;
+    if (int8)
+      scales += b.loop(fmt::format("attention: load K, V scales of {}", which), "attention_load_scales", n_keys, 1, 0,
+                       calls, double(calls) * scale_load(n_keys), "one request per block on each scale bundle, one scale per cycle");
+    loads += b.loop(fmt::format("attention: load K, V of {}", which), "attention_load_kv", n_keys * beat, 1, 0, calls,
+                    double(calls) * block_load(n_keys),
+                    "one request per block on each KV bundle, keys x beats flattened, lanes elements per beat");
+  };
+  blocks_of("a full block", blocks - 1, kKvBlock);
+  blocks_of("the last block", blocks > 0 ? 1 : 0, last_keys);
+  b.simple("attention: clear acc", "attention_clear", beat, std::int64_t(in.tokens) * in.heads);
+  b.simple("attention: dot (scores)", "lane_reduce", beat, pairs * in.heads);
+  b.simple("attention: rescale acc", "attention_rescale", beat, blocks_seen * in.heads);
+  b.simple("attention: acc += p v", "attention_accumulate", beat, pairs * in.heads);
+  b.simple("attention: store", "attention_store", hd, std::int64_t(in.tokens) * in.heads);
+  w.body_cycles = scales + loads + double(beat) * double(2 * pairs + blocks_seen + in.tokens) * heads +
+                  double(hd) * in.tokens * heads;
   w.kv_read_bytes = 2 * std::int64_t(key_bytes) * keys * in.heads;
   w.macs = 2 * pairs * in.heads * hd;
 }
@@ -200,7 +217,7 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
   const int lanes = d.vector_unit.lanes;
   const std::int64_t tokens = in.tokens;
   auto pass = [&](std::int64_t n) { return ceil_div(n, lanes); };
-  w.fetch_cycles = b.loop("fetch instruction", kInstructionWords, 1, 0, 1, r.memory_latency + kInstructionWords,
+  w.fetch_cycles = b.loop("fetch instruction", "fetch_instruction", kInstructionWords, 1, 0, 1, r.memory_latency + kInstructionWords,
                           "one request to the program bundle, one word per cycle");
   switch (in.op) {
     case Op::embed: {
@@ -215,14 +232,15 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
       const int reductions = layer_norm ? 2 : 1;
       double c = load_floats(b, in.name.empty() ? "norm" : "norm", std::int64_t(in.cols) * reductions, 1, r, w);
       c += b.simple(layer_norm ? "norm: lane_reduce (mean, variance)" : "norm: lane_reduce (sum of squares)",
-                    pass(in.cols), reductions * tokens);
-      c += b.simple("norm: scale", pass(in.cols), tokens);
+                    "lane_reduce", pass(in.cols), reductions * tokens);
+      c += b.simple("norm: scale", layer_norm ? "layernorm_scale" : "rmsnorm_scale", pass(in.cols), tokens);
       w.body_cycles = c;
       break;
     }
     case Op::quantize: {
       w.unit = UnitKind::vector;
-      w.body_cycles = b.simple("quantize: max_abs", pass(in.cols), tokens) + b.simple("quantize: codes", pass(in.cols), tokens);
+      w.body_cycles = b.simple("quantize: max_abs", "max_abs", pass(in.cols), tokens) +
+                      b.simple("quantize: codes", "quantize_codes", pass(in.cols), tokens);
       break;
     }
     case Op::matmul: {
@@ -239,23 +257,29 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
       w.unit = UnitKind::vector;
       const std::int64_t heads = tokens * (in.heads + in.kv_heads);
       w.body_cycles = load_floats(b, "head_norm (q, k gains)", in.head_dim, 2, r, w) +
-                      b.simple("head_norm: lane_reduce (sum of squares) of one head", pass(in.head_dim), heads) +
-                      b.simple("head_norm: scale one head", pass(in.head_dim), heads);
+                      b.simple("head_norm: lane_reduce (sum of squares) of one head", "lane_reduce", pass(in.head_dim),
+                               heads) +
+                      b.simple("head_norm: scale one head", "rmsnorm_scale", pass(in.head_dim), heads);
       break;
     }
     case Op::rope: {
       w.unit = UnitKind::vector;
       const std::int64_t per_head = ceil_div(in.head_dim, std::max(2, lanes));
       w.body_cycles = load_floats(b, "rope (cos/sin row)", in.head_dim, tokens, r, w) +
-                      b.simple("rope: rotate one head", per_head, tokens * (in.heads + in.kv_heads));
+                      b.simple("rope: rotate one head", "rope", per_head, tokens * (in.heads + in.kv_heads));
       break;
     }
     case Op::kv_store: {
       w.unit = UnitKind::vector;
-      const bool int8 = d.kv_bits == 8;
-      const std::int64_t trip = int8 ? 2 * pass(in.head_dim) : in.head_dim;
-      w.body_cycles = b.simple("kv_store: one head vector (k or v)", trip, 2 * tokens * in.kv_heads,
-                               int8 ? "max_abs + codes" : "one element per cycle");
+      // k and v of every KV head: int8 = the max |x| pass, then the codes pass; binary16 and
+      // fp32 one element per cycle.
+      const std::int64_t vectors = 2 * tokens * in.kv_heads;
+      if (d.kv_bits == 8)
+        w.body_cycles = b.simple("kv_store: max_abs of one head vector (k or v)", "max_abs", pass(in.head_dim), vectors) +
+                        b.simple("kv_store: codes of one head vector", "quantize_codes", pass(in.head_dim), vectors);
+      else
+        w.body_cycles = b.simple("kv_store: one head vector (k or v)", "kv_write", in.head_dim, vectors,
+                                 "one element per cycle");
       w.kv_write_bytes = in.kv_write_bytes;
       break;
     }
@@ -268,16 +292,16 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
     case Op::swiglu:
     case Op::gelu: {
       w.unit = UnitKind::vector;
-      w.body_cycles = b.simple(std::string(to_string(in.op)) + ": lanes", pass(in.cols), tokens);
+      w.body_cycles = b.simple(std::string(to_string(in.op)) + ": lanes", to_string(in.op), pass(in.cols), tokens);
       break;
     }
   }
   if (in.op == Op::matmul && in.host_bytes > 0) {  // the logits leave through the result bundle, one float per cycle
-    w.after_stream = b.simple("write_result (logits)", std::int64_t(in.rows) * tokens);
+    w.after_stream = b.simple("write_result (logits)", "write_result", std::int64_t(in.rows) * tokens);
     w.body_cycles += w.after_stream;
   }
   if (w.host_bytes > 0)
-    w.host_cycles = b.loop(in.op == Op::embed ? "pcie: token ids in" : "pcie: logits out", 1, 1, 0, 1,
+    w.host_cycles = b.loop(in.op == Op::embed ? "pcie: token ids in" : "pcie: logits out", "", 1, 1, 0, 1,
                            r.host_latency + double(w.host_bytes) / r.host, "one DMA transfer");
   w.cycles = w.fetch_cycles + w.body_cycles + w.host_cycles;
   return w;

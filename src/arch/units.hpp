@@ -21,7 +21,9 @@
 //                matrix_vector_w8a8 (II=1, pipeline_depth) -> store_rows; it takes its
 //                slowest process plus the multiplier's fill and one request latency.
 //                prefill (several tokens): the tiled unit kernels::matmul_w8a8: weight
-//                tiles tile_rows x tile_cols streamed over the weight channels,
+//                tiles tile_rows x tile_cols streamed over the weight channels (one SIMD
+//                word of a row per iteration, charged at the channels' rate) and the
+//                tokens' activation columns beside each (one SIMD word per cycle),
 //                double-buffered when buffers.weight_bytes holds two tiles, each computed
 //                for all tokens (tokens x row folds x column folds x ii + pipeline_depth),
 //                the store stage (tokens x rows) after the last column tile of a row tile.
@@ -35,7 +37,8 @@
 //   attention    kernels::attention: per query head, per block of kKvBlock positions, the
 //                block's int8 scales (one request, one per cycle), then the K and V of all
 //                its keys as one flattened loop (one request per block, lanes elements per
-//                beat of the widened KV bundles), then per query the scores (one lane-wide
+//                beat of the widened KV bundles), then per query (its accumulator cleared
+//                once per head) the scores (one lane-wide
 //                dot per key), the rescale of the accumulator, acc += p v per key; the store.
 //                It runs on the vector unit; the matrix unit is idle.
 //   residual_add, swiglu, gelu: one lane pass.
@@ -44,6 +47,9 @@
 // neither on chip, whatever design.style (dataflow) or buffers.kv_bytes say.
 // Depths: only the matrix unit's (design.matrix_unit.pipeline_depth) is charged; the
 // vector loops' depths are what csynth chooses and are not counted (the table says so).
+// Every Loop names the kernel loop it describes (Loop::kernel_loop); tests/unit_loops runs
+// each instruction kind through the kernels and checks trip x calls against the iterations
+// the kernels count in C simulation (kernels/trip_count.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -85,6 +91,10 @@ const char* to_string(UnitKind u);
 
 struct Loop {
   std::string name;         // "matmul 288x288: matrix_vector_w8a8"
+  // The kernel loop it describes: its FPGALLM_TRIP id (src/kernels/trip_count.hpp), whose
+  // iterations in C simulation are trip x calls summed over the loops naming it. Empty for
+  // the host's PCIe transfer, which is no kernel loop.
+  std::string kernel_loop;
   std::int64_t trip = 0;    // iterations per call
   int ii = 1;
   int depth = 0;            // pipeline depth charged once per call (0: none charged)

@@ -370,7 +370,8 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   try {
     std::vector<std::string>& files = result.files;
     const fs::path kernels = fs::path(fpgallm::source_dir()) / "src" / "kernels";
-    for (const char* k : {"numerics.hpp", "stream.hpp", "matrix_unit.hpp", "vector_unit.hpp", "attention.hpp"})
+    for (const char* k : {"numerics.hpp", "stream.hpp", "trip_count.hpp", "matrix_unit.hpp", "vector_unit.hpp",
+                          "attention.hpp"})
       write(tmp, std::string("src/kernels/") + k, read_text(kernels / k), files);
     write(tmp, "src/overlay.hpp", read_text(fs::path(fpgallm::source_dir()) / "src/codegen/templates/overlay.hpp"),
           files);

@@ -107,7 +107,7 @@ template <class VCFG, int MAX_HEAD_DIM>
 inline void kv_write(std::uint16_t* dst, float*, const float* src, int n) {
   for (int i = 0; i < MAX_HEAD_DIM; ++i) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("kv_write");
     dst[i] = float_to_half(src[i]);
   }
 }
@@ -115,7 +115,7 @@ template <class VCFG, int MAX_HEAD_DIM>
 inline void kv_write(float* dst, float*, const float* src, int n) {
   for (int i = 0; i < MAX_HEAD_DIM; ++i) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("kv_write");
     dst[i] = src[i];
   }
 }
@@ -188,7 +188,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       l[t] = 0.0f;
       for (int i = 0; i < DL; i += VCFG::lanes) {
 #pragma HLS PIPELINE II=1
-        if (i >= head_dim) break;
+        if (i >= head_dim) break; else FPGALLM_TRIP("attention_clear");
         for (int e = 0; e < VCFG::lanes; ++e) acc[t][i + e] = 0.0f;
       }
     }
@@ -205,7 +205,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       if (KV_BITS == 8) {
         for (int j = 0; j < B; ++j) {
 #pragma HLS PIPELINE II=1
-          if (j >= nb) break;
+          if (j >= nb) break; else FPGALLM_TRIP("attention_load_scales");
           const long srow = detail::kv_scale_index<KV_BITS>(p0 + j, cache.kv_heads, kvh);
           kscale[j] = cache.k_scale[srow];
           vscale[j] = cache.v_scale[srow];
@@ -214,7 +214,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       int key = 0, col = 0;
       for (int x = 0; x < B * (DL / VCFG::lanes); ++x) {
 #pragma HLS PIPELINE II=1
-        if (key >= nb) break;
+        if (key >= nb) break; else FPGALLM_TRIP("attention_load_kv");
         const long row = static_cast<long>(p0 + key) * cache.kv_dim + kvh * head_dim;
         for (int e = 0; e < VCFG::lanes; ++e) {
           if (col + e < head_dim) {
@@ -232,7 +232,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       for (int t = 0; t < Q; ++t) {
         if (t >= tokens) break;
         const int last = pos0 + t;
-        if (p0 > last) break;
+        if (p0 > last) continue;  // this query ends before the block; a later one may not
         const int n = last - p0 + 1 < B ? last - p0 + 1 : B;
         const float* qt = q + static_cast<long>(t) * q_dim + h * head_dim;
         float bmax = -INFINITY;
@@ -247,7 +247,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
         l[t] = l[t] * corr;
         for (int i = 0; i < DL; i += VCFG::lanes) {
 #pragma HLS PIPELINE II=1
-          if (i >= head_dim) break;
+          if (i >= head_dim) break; else FPGALLM_TRIP("attention_rescale");
           for (int e = 0; e < VCFG::lanes; ++e) acc[t][i + e] = acc[t][i + e] * corr;
         }
         // Values: acc += p_j v_j, LANES elements of the head per cycle.
@@ -257,7 +257,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
           l[t] = l[t] + p;
           for (int i = 0; i < DL; i += VCFG::lanes) {
 #pragma HLS PIPELINE II=1
-            if (i >= head_dim) break;
+            if (i >= head_dim) break; else FPGALLM_TRIP("attention_accumulate");
             for (int e = 0; e < VCFG::lanes; ++e)
               if (i + e < head_dim) acc[t][i + e] = acc[t][i + e] + p * vblk[j][i + e];
           }
@@ -271,7 +271,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       float* ot = out + static_cast<long>(t) * q_dim + h * head_dim;
       for (int i = 0; i < D; ++i) {
 #pragma HLS PIPELINE II=1
-        if (i >= head_dim) break;
+        if (i >= head_dim) break; else FPGALLM_TRIP("attention_store");
         ot[i] = acc[t][i] / l[t];
       }
     }

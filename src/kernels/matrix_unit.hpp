@@ -14,7 +14,7 @@
 // depend on the tile shape.
 #include "kernels/numerics.hpp"
 #include "kernels/stream.hpp"
-
+#include "kernels/trip_count.hpp"
 namespace kernels {
 
 // Compile-time shape of one matrix-unit instance.
@@ -70,14 +70,14 @@ namespace detail {
 template <class CFG>
 inline void load_activation_tile(i8 xbuf[CFG::max_tokens][CFG::tile_cols], const i8* x, int tokens, int cols,
                                  int c0) {
-  const int valid_cols = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;
-  const int word_cols = (valid_cols + CFG::simd - 1) / CFG::simd * CFG::simd;  // compute reads whole SIMD words
+  const int valid_cols = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;  // zero past it, whole SIMD words
   for (int t = 0; t < CFG::max_tokens; ++t) {
     if (t >= tokens) break;
-    for (int c = 0; c < CFG::tile_cols; ++c) {
+    for (int c = 0; c < CFG::tile_cols; c += CFG::simd) {  // one SIMD word per cycle (k unrolled by the pipeline)
 #pragma HLS PIPELINE II=1
-      if (c >= word_cols) break;
-      xbuf[t][c] = c < valid_cols ? x[static_cast<long>(t) * cols + c0 + c] : i8(0);
+      if (c >= valid_cols) break; else FPGALLM_TRIP("load_activation_tile");
+      for (int k = 0; k < CFG::simd; ++k)
+        xbuf[t][c + k] = c + k < valid_cols ? x[static_cast<long>(t) * cols + c0 + c + k] : i8(0);
     }
   }
 }
@@ -87,16 +87,16 @@ template <class CFG>
 inline void load_weight_tile_i8(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const i8* w, int rows, int cols, int r0,
                                 int c0) {
   // Rows past the matrix are never read (compute stops at the last row); columns are
-  // zero-padded to whole SIMD words, the width compute reads.
+  // zero-padded to whole SIMD words, the width compute reads, one SIMD word per cycle.
   const int valid_cols = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;
-  const int word_cols = (valid_cols + CFG::simd - 1) / CFG::simd * CFG::simd;
   for (int r = 0; r < CFG::tile_rows; ++r) {
     if (r0 + r >= rows) break;
     const i8* src = w + static_cast<long>(r0 + r) * cols + c0;
-    for (int c = 0; c < CFG::tile_cols; ++c) {
+    for (int c = 0; c < CFG::tile_cols; c += CFG::simd) {  // k unrolled by the pipeline
 #pragma HLS PIPELINE II=1
-      if (c >= word_cols) break;
-      wbuf[r][c] = c < valid_cols ? src[c] : i8(0);
+      if (c >= valid_cols) break; else FPGALLM_TRIP("load_weight_tile");
+      for (int k = 0; k < CFG::simd; ++k)
+        wbuf[r][c + k] = c + k < valid_cols ? src[c + k] : i8(0);
     }
   }
 }
@@ -112,7 +112,7 @@ inline void load_weight_tile_i4(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const u
     const u8* src = packed + static_cast<long>(r0 + r) * row_bytes;
     for (int c = 0; c < CFG::tile_cols; c += 32) {
 #pragma HLS PIPELINE II=1
-      const int chunk = (c0 + c) / 32;
+      const int chunk = (c0 + c) / 32;  FPGALLM_TRIP("load_weight_tile");
       for (int b = 0; b < 16; ++b) {
 #pragma HLS UNROLL
         const bool in = c0 + c < cols;
@@ -136,7 +136,7 @@ inline void compute_tile_i8(i32 acc[CFG::max_tokens][CFG::tile_rows], const i8 w
       if (rf >= tile_rows_used) break;
       for (int cf = 0; cf < CFG::tile_cols; cf += CFG::simd) {
 #pragma HLS PIPELINE II=1
-        if (cf >= tile_cols_used) break;
+        if (cf >= tile_cols_used) break; else FPGALLM_TRIP("compute_tile");
         for (int pe = 0; pe < CFG::pe; ++pe) {
 #pragma HLS UNROLL
           if (rf + pe >= tile_rows_used) break;  // past the matrix edge: no weights loaded
@@ -169,7 +169,7 @@ inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], i32 gacc
       if (rf >= tile_rows_used) break;
       for (int cf = 0; cf < CFG::tile_cols; cf += CFG::simd) {
 #pragma HLS PIPELINE II=1
-        if (c0 + cf >= cols) break;
+        if (c0 + cf >= cols) break; else FPGALLM_TRIP("compute_tile");
         for (int pe = 0; pe < CFG::pe; ++pe) {
 #pragma HLS UNROLL
           const int r = rf + pe;
@@ -245,7 +245,7 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
         if (t >= tokens) break;
         for (int r = 0; r < CFG::tile_rows; ++r) {
 #pragma HLS PIPELINE II=1
-          if (r >= rows_used) break;
+          if (r >= rows_used) break; else FPGALLM_TRIP("store_tile");
           const float value = (static_cast<float>(acc[t][r]) * w_scale[r0 + r]) * x_scale[t];
           y[static_cast<long>(t) * y_stride + r0 + r] = bias ? add_bias(value, bias[r0 + r]) : value;
           if (acc_out) acc_out[static_cast<long>(t) * y_stride + r0 + r] = acc[t][r];
@@ -305,7 +305,7 @@ void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, cons
         if (t >= tokens) break;
         for (int r = 0; r < CFG::tile_rows; ++r) {
 #pragma HLS PIPELINE II=1
-          if (r >= rows_used) break;
+          if (r >= rows_used) break; else FPGALLM_TRIP("store_tile");
           const float value = sum[t][r] * x_scale[t];
           y[static_cast<long>(t) * y_stride + r0 + r] = bias ? add_bias(value, bias[r0 + r]) : value;
         }
@@ -427,7 +427,7 @@ template <class CFG, class WordOut>
 void read_weight_channel(const PackedWord* port, int base, int beats, WordOut& out) {
   for (int i = 0; i < CFG::max_beats; ++i) {
 #pragma HLS PIPELINE II=1
-    if (i >= beats) break;
+    if (i >= beats) break; else FPGALLM_TRIP("read_weight_channel");
     out.write(port[base + i]);
   }
 }
@@ -438,7 +438,7 @@ template <class CFG, class WordIn, class StepOut>
 void gather_weight_steps(WordIn in[CFG::channels], StepOut& out, int groups, int steps) {
   for (int g = 0; g < CFG::max_groups; ++g) {
 #pragma HLS PIPELINE II=CFG::gather_ii
-    if (g >= groups) break;
+    if (g >= groups) break; else FPGALLM_TRIP("gather_weight_steps");
     PackedWord buf[CFG::group_words];
 #pragma HLS ARRAY_PARTITION variable=buf complete
     for (int b = 0; b < CFG::group_beats; ++b)
@@ -472,7 +472,7 @@ void matrix_vector_w8a8(StepIn& weights, const i8 x[CFG::padded_cols], AccOut& o
   int sf = 0;
   for (int i = 0; i < CFG::max_steps; ++i) {
 #pragma HLS PIPELINE II=1
-    if (i >= steps) break;
+    if (i >= steps) break; else FPGALLM_TRIP("matrix_vector_w8a8");
     const WeightStep<CFG::step_words>& w = weights.read();
     for (int pe = 0; pe < CFG::pe; ++pe) {
       i32 s = 0;  // products of int8 codes (|q| <= 127) fit in 16 bits: one DSP each

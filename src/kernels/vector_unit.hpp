@@ -12,8 +12,8 @@
 // docs/accelerator.md states and tests/kernels asserts. Maxima and argmax do not depend
 // on LANES.
 #include <cmath>
-
 #include "kernels/numerics.hpp"
+#include "kernels/trip_count.hpp"
 
 namespace kernels {
 
@@ -61,7 +61,7 @@ inline float lane_reduce(int n, const Term& term) {
   for (int i = 0; i < MAX_N; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
 #pragma HLS DEPENDENCE variable=acc inter distance=kAddSlots true
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("lane_reduce");
     for (int l = 0; l < CFG::lanes; ++l)
       if (i + l < n) acc[slot][l] = acc[slot][l] + term(i + l);
     slot = slot == kAddSlots - 1 ? 0 : slot + 1;
@@ -110,7 +110,7 @@ inline float max_abs(const float* x, int n) {
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
 #pragma HLS DEPENDENCE variable=acc inter distance=kAddSlots true
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("max_abs");
     for (int l = 0; l < CFG::lanes; ++l) {
       if (i + l < n) {
         const float a = std::fabs(x[i + l]);
@@ -135,7 +135,7 @@ inline void rmsnorm(float* out, const float* x, const float* gain, int n, float 
   const float inv = 1.0f / std::sqrt(ss);
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("rmsnorm_scale");
     for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
       if (i + l < n) out[i + l] = gain[i + l] * (inv * x[i + l]);
@@ -163,7 +163,7 @@ inline void layernorm(float* out, const float* x, const float* gain, const float
   const float inv = 1.0f / std::sqrt(var + eps);
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("layernorm_scale");
     for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
       if (i + l < n) out[i + l] = (x[i + l] - mean) * inv * gain[i + l] + bias[i + l];
@@ -178,7 +178,7 @@ inline void quantize_static(i8* q, const float* x, float scale, int n) {
   const float inv = scale == 0.0f ? 0.0f : 1.0f / scale;
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("quantize_codes");
     for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
       if (i + l < n) q[i + l] = scale == 0.0f ? i8(0) : saturate_round_i8(x[i + l] * inv);
@@ -199,7 +199,7 @@ template <class CFG>
 inline void residual_add(float* x, const float* y, int n) {
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("residual_add");
     for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
       if (i + l < n) x[i + l] = x[i + l] + y[i + l];
@@ -214,7 +214,7 @@ inline void swiglu(float* gate, const float* up, int n) {
 #pragma HLS ARRAY_PARTITION variable=kRom.value complete dim=1
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("swiglu");
     for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
       if (i + l < n) {
@@ -235,7 +235,7 @@ inline void gelu(float* x, int n) {
 #pragma HLS ARRAY_PARTITION variable=kRom.value complete dim=1
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("gelu");
     for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
       if (i + l < n) {
@@ -257,7 +257,7 @@ inline void rope(float* vec, const float* cos_sin, int n) {
   constexpr int kStep = CFG::lanes < 2 ? 2 : CFG::lanes;
   for (int i = 0; i < CFG::max_dim; i += kStep) {
 #pragma HLS PIPELINE II=1
-    if (i >= n) break;
+    if (i >= n) break; else FPGALLM_TRIP("rope");
     for (int j = 0; j < kStep; j += 2) {
       if (i + j < n) {
         const float fcr = cos_sin[i + j], fci = cos_sin[i + j + 1];

@@ -117,11 +117,11 @@ TEST(Attention, DecodeMatchesDoubleReference) {
 }
 
 template <int BITS>
-void check_prefill_equals_decode(int block, unsigned seed) {
+void check_prefill_equals_decode(int start, int block, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 2.0f);
   const int n_heads = 8, kv_heads = 2, hd = 16, kv_dim = kv_heads * hd, q_dim = n_heads * hd;
-  const int start = 37;  // tokens already in the cache
+  // `start`: tokens already in the cache.
   const int ctx = start + block;
   std::vector<float> k(std::size_t(ctx) * kv_dim), v(k.size()), q(std::size_t(block) * q_dim);
   for (auto& x : k) x = nd(rng);
@@ -149,9 +149,17 @@ void check_prefill_equals_decode(int block, unsigned seed) {
 
 TEST(Attention, PrefillBlockEqualsDecodeStepsBitForBit) {
   for (int block : {1, 3, 8}) {
-    check_prefill_equals_decode<32>(block, 50 + block);
-    check_prefill_equals_decode<16>(block, 60 + block);
-    check_prefill_equals_decode<8>(block, 70 + block);
+    check_prefill_equals_decode<32>(37, block, 50 + block);
+    check_prefill_equals_decode<16>(37, block, 60 + block);
+    check_prefill_equals_decode<8>(37, block, 70 + block);
+  }
+  // Blocks whose first queries end before a KV block that the later ones reach (positions
+  // 60..67 and 61..65 around the KV block edge at 64).
+  const int around_edge[2][2] = {{60, 8}, {61, 5}};
+  for (const auto& sb : around_edge) {
+    check_prefill_equals_decode<32>(sb[0], sb[1], 80 + sb[0]);
+    check_prefill_equals_decode<16>(sb[0], sb[1], 90 + sb[0]);
+    check_prefill_equals_decode<8>(sb[0], sb[1], 100 + sb[0]);
   }
 }
 

@@ -28,7 +28,7 @@ template <class CFG>
 void load_floats(const kernels::FloatWord* params, int word, int n, float dst[CFG::max_width]) {
   for (int i = 0; i < CFG::max_width / kernels::kFloatsPerWord; ++i) {
 #pragma HLS PIPELINE II=1
-    if (i * kernels::kFloatsPerWord >= n) break;
+    if (i * kernels::kFloatsPerWord >= n) break; else FPGALLM_TRIP("load_floats");
     const kernels::FloatWord w = params[word + i];
     for (int l = 0; l < kernels::kFloatsPerWord; ++l) dst[i * kernels::kFloatsPerWord + l] = w.value[l];
   }
@@ -46,7 +46,7 @@ void store_rows(AccIn& acc, const kernels::FloatWord* row_scales, int scale_word
   using MV = typename CFG::matrix_vector;
   for (int nf = 0; nf < MV::max_row_folds; ++nf) {
 #pragma HLS PIPELINE II=MV::scale_words
-    if (nf * MV::pe >= rows) break;
+    if (nf * MV::pe >= rows) break; else FPGALLM_TRIP("store_rows");
     const kernels::AccWord<MV::pe> a = acc.read();
     kernels::FloatWord sw[MV::scale_words], bw[MV::scale_words];
 #pragma HLS ARRAY_PARTITION variable=sw complete
@@ -128,8 +128,17 @@ template <class CFG>
 void write_result(const float src[], int n, float* result) {
   for (int c = 0; c < CFG::max_width; ++c) {
 #pragma HLS PIPELINE II=1
-    if (c >= n) break;
+    if (c >= n) break; else FPGALLM_TRIP("write_result");
     result[c] = src[c];
+  }
+}
+
+// The words of instruction i from the program bundle, one per cycle.
+inline void fetch_instruction(const int* program, int i, int w[fpgallm_isa::kWords]) {
+  for (int j = 0; j < fpgallm_isa::kWords; ++j) {
+#pragma HLS PIPELINE II=1
+    FPGALLM_TRIP("fetch_instruction");
+    w[j] = program[i * fpgallm_isa::kWords + j];
   }
 }
 
