@@ -595,6 +595,12 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     p.notes.push_back(
         "costed on the instruction list (arch::Program) with the units' description (arch::unit_work), as the simulator "
         "executes it");
+  if (hardware == Hardware::fpgallm_kernels && costed_prefill && d.tiling.prefill_block > 1 && w.prefill.tokens() > 1)
+    p.notes.push_back(fmt::format(
+        "prefill is costed in blocks of {} tokens on the tiled matrix unit (kernels::matmul_w8a8), as the C-simulation "
+        "backend runs it; the emitted Vitis top (fpgallm emit) runs one token per call, so on the card the prompt takes "
+        "about one decode step per token",
+        d.tiling.prefill_block));
   if (p.cards > 1) {
     p.link_bytes_per_token = bytes_sent_per_card(p.decode_transfers, p.cards);
     for (double& b : p.link_bytes_per_token) b /= double(w.decode.tokens());
