@@ -131,8 +131,10 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
     const std::int64_t steps = in.tokens * ceil_div(tile_r, mu.rows) * ceil_div(tile_c, mu.cols);
     const double c = double(steps) * mu.ii + mu.pipeline_depth;
     const double st = last_col ? double(in.tokens) * tile_r : 0;
-    // Scales and the rest of weight_bytes ride with the tiles, in proportion.
-    const double l = double(tile_r * tile_c * in.weight_bits / 8) * total / std::max<std::int64_t>(1, payload_total) / port;
+    // Scales and the rest of weight_bytes ride with the tiles, in proportion; the load loop
+    // takes one SIMD word (int4: one 32-column chunk) per cycle, however fast the ports.
+    const double l = bound(double(words), double(tile_r * tile_c * in.weight_bits / 8) * total /
+                                              std::max<std::int64_t>(1, payload_total), port);
     const double a = act_iters(tile_c);
     compute += n * c;
     store += n * st;
@@ -140,7 +142,8 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
     cycles += n * (dbuf ? std::max(l + a, c + st) : l + a + c + st);
     const std::string name = fmt::format("{} ({})", shape, which);
     b.loop(name + ": load_weight_tile", "load_weight_tile", words, 1, 0, n, n * l,
-           fmt::format("charged at the {} weight channels' {:.1f} B/cycle{}", ch, port, dbuf ? ", double-buffered" : ""));
+           fmt::format("one word per cycle, at most the {} weight channels' {:.1f} B/cycle{}", ch, port,
+                       dbuf ? ", double-buffered" : ""));
     b.simple(name + ": load_activation_tile", "load_activation_tile", std::int64_t(a), n);
     b.loop(name + ": compute_tile", "compute_tile", steps, mu.ii, mu.pipeline_depth, n, n * c);
     if (last_col) b.simple(name + ": store (requantize)", "store_tile", in.tokens * tile_r, n);
@@ -150,7 +153,10 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   cls("last row tiles", ct - 1, last_r, tc, false);
   cls("last tile", 1, last_r, last_c, true);
   // The first tile's load is never hidden.
-  const double first = double(std::min(tr, rows) * std::min(tc, cols) * in.weight_bits / 8) / port + act_iters(std::min(tc, cols));
+  const std::int64_t first_words =
+      std::min(tr, rows) * (in.weight_bits < 8 ? ceil_div(tc, 32) : ceil_div(std::min(tc, cols), mu.cols));
+  const double first = bound(double(first_words), double(std::min(tr, rows) * std::min(tc, cols) * in.weight_bits / 8), port) +
+                       act_iters(std::min(tc, cols));
   w.body_cycles = r.memory_latency + (dbuf ? first : 0) + cycles;
   w.stream_bytes = total;
   w.stream_compute = compute + store;

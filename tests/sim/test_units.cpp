@@ -115,9 +115,11 @@ TEST(Units, NormLoadsItsGainAndMakesTwoLanePasses) {
 
 // Prefill: 16 tokens through a 256 x 512 matrix in 128 x 256 tiles (2 x 2 tiles) on 64 x 64
 // at II 1 with double buffering: per tile 16 x 2 x 4 + 8 = 136 cycles of MACs, the store
-// 16 x 128 after each row's last column tile; a tile's load is 32768 B / (40 x 24) = 34.13
-// then its activations, 16 tokens x 4 SIMD words = 64 cycles, hidden. Total: latency + the
-// first load + 4 x 136 + 2 x 2048.
+// 16 x 128 after each row's last column tile; a tile's load is one 64-byte SIMD word per
+// cycle (kernels::detail::load_weight_tile_i8), 128 rows x 4 words = 512 cycles, slower
+// than the ports' 32768 B / (40 x 24) = 34.13, then its activations, 16 tokens x 4 SIMD
+// words = 64 cycles. The two tiles without a store are load-bound (576), the two with one
+// compute-bound (136 + 2048). Total: latency + the first load + 2 x 576 + 2 x 2184.
 TEST(Units, PrefillMatmulWalksDoubleBufferedTiles) {
   arch::Design d = design();
   d.tiling.tile_rows = 128;
@@ -131,8 +133,8 @@ TEST(Units, PrefillMatmulWalksDoubleBufferedTiles) {
   in.weight_bits = 8;
   in.weight_bytes = 256 * 512;
   const arch::Work w = arch::unit_work(d, in, rates());
-  const double load = 128.0 * 256 / (40 * 24) + 16 * 4;
-  EXPECT_NEAR(w.body_cycles, 30 + load + 4 * 136 + 2 * 16 * 128, 1e-9);
+  const double load = 128.0 * 4 + 16 * 4;
+  EXPECT_NEAR(w.body_cycles, 30 + load + 2 * load + 2 * (136 + 16 * 128), 1e-9);
   EXPECT_EQ(w.pieces, 4);  // one per tile (at most 256)
   EXPECT_TRUE(w.double_buffered);
   // One tile of buffer: load, compute and store in sequence.
