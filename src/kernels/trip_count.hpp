@@ -2,7 +2,7 @@
 // Loop iteration counts of the kernels in C simulation: FPGALLM_TRIP("id") in the body of a
 // pipelined loop counts one iteration (one II slot issued) under the loop id "id", the name
 // arch::unit_work's schedule gives the kernel loop it describes (arch::Loop::kernel_loop).
-// tests/arch/test_unit_loops.cpp runs each instruction through the kernels with counting
+// tests/unit_loops/test_unit_loops.cpp runs each instruction through the kernels with counting
 // on and compares the counts with the schedule.
 //
 // Under __SYNTHESIS__ (Vitis HLS defines it while synthesizing) the macro is empty and this
