@@ -31,6 +31,7 @@
 #include "kernels/matrix_unit.hpp"
 #include "kernels/trip_count.hpp"
 #include "kernels/vector_unit.hpp"
+#include "model/presets.hpp"
 #include "overlay.hpp"
 
 namespace {
@@ -88,14 +89,8 @@ arch::Design design_of(int kv_bits) {
 // Small model shapes (stories260K's and three variants covering the other op kinds; sizes
 // that leave partial tiles, lane groups and KV blocks).
 model::Config llama() {
-  model::Config c;
-  c.name = "stories260K";
-  c.dim = 64;
-  c.hidden_dim = 172;
+  model::Config c = model::find_preset("stories260k").value();  // dim 64, hidden 172, 8 heads, 4 KV heads, vocab 512
   c.n_layers = 1;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.vocab_size = 512;
   c.seq_len = kMaxContext;
   return c;
 }
