@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -220,10 +221,12 @@ std::optional<std::string> identify_model(const std::string& text) {
   std::vector<double> sizes;
   for (auto it = std::sregex_iterator(t.begin(), t.end(), size); it != std::sregex_iterator(); ++it)
     sizes.push_back(std::stod((*it)[1].str()) * ((*it)[2].str() == "b" ? 1e9 : 1e6));
-  auto near = [&](const model::Preset& p, double within) {
-    for (double want : sizes)
-      if (std::fabs(double(p.config.n_params()) / want - 1) <= within) return true;
-    return false;
+  // How far a preset's parameter count is from the nearest count the text states (infinity
+  // when it states none).
+  auto offset = [&](const model::Preset& p) {
+    double best = std::numeric_limits<double>::infinity();
+    for (double want : sizes) best = std::min(best, std::fabs(double(p.config.n_params()) / want - 1));
+    return best;
   };
   // 1. A preset's name, ignoring case, spaces and hyphens ("Qwen2.5-7B-Instruct", "LLaMA2 7B"),
   // the longest that occurs; not when a parameter count in the text contradicts it ("GPT2"
@@ -234,7 +237,7 @@ std::optional<std::string> identify_model(const std::string& text) {
     const std::string n = alnum(lower(p.config.name));
     if (flat.find(n) != std::string::npos && (!named || n.size() > alnum(lower(named->config.name)).size())) named = &p;
   }
-  if (named && (sizes.empty() || near(*named, 0.15))) return named->config.name;
+  if (named && (sizes.empty() || offset(*named) <= 0.15)) return named->config.name;
   // 2. The family named in words and a parameter count ("Llama 2 110M", "GPT2" with 355M in the
   // params column): the family's preset within 15% of that count, the closest if several.
   auto has = [&](const char* w) { return t.find(w) != std::string::npos; };
@@ -254,12 +257,9 @@ std::optional<std::string> identify_model(const std::string& text) {
   for (const auto& p : model::presets()) {
     const std::string n = lower(p.config.name);
     if (std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string& f) { return n.rfind(f, 0) == 0; })) continue;
-    for (double want : sizes) {
-      const double off = std::fabs(double(p.config.n_params()) / want - 1);
-      if (off <= best_off) {
-        best_off = off;
-        best = &p;
-      }
+    if (const double off = offset(p); off <= best_off) {
+      best_off = off;
+      best = &p;
     }
   }
   if (!best) return std::nullopt;

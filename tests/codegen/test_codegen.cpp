@@ -63,6 +63,15 @@ arch::Design u280_design() {
   return d;
 }
 
+// The U280 design with an fp32 KV cache and 64 x 128 tiles: the synthesized models' testbenches.
+arch::Design u280_fp32_kv_design() {
+  arch::Design d = u280_design();
+  d.kv_bits = 32;
+  d.tiling.tile_rows = 64;
+  d.tiling.tile_cols = 128;
+  return d;
+}
+
 // Compiles DIR's testbench with g++ (no vendor tools) into DIR/build/testbench.
 void compile_testbench(const std::string& dir) {
   const Shell c = shell("g++ -std=c++14 -O1 -I" + dir + "/src -o " + dir + "/build_tb " + dir + "/tb/testbench.cpp " +
@@ -194,11 +203,7 @@ TEST(Codegen, Stories15mSynthesizedBitExact) {
   const model::Model m = model::synthesize(*cfg, 7);
   const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
   const std::string dir = scratch_dir("codegen_15m") + "/proj";
-  arch::Design d = u280_design();
-  d.kv_bits = 32;
-  d.tiling.tile_rows = 64;
-  d.tiling.tile_cols = 128;
-  codegen::emit(m, qm, d, dir, codegen::EmitOptions{2});
+  codegen::emit(m, qm, u280_fp32_kv_design(), dir, codegen::EmitOptions{2});
   compile_testbench(dir);
   const Shell ok = run_testbench(dir);
   EXPECT_EQ(ok.status, 0) << ok.out;
@@ -405,11 +410,7 @@ TEST(Codegen, QwenProjectsBitExactGatedAndCanFail) {
     const model::Model m = synthesized_qwen(arch);
     const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
     const std::string dir = scratch_dir(std::string("codegen_") + model::to_string(arch)) + "/proj";
-    arch::Design d = u280_design();
-    d.kv_bits = 32;
-    d.tiling.tile_rows = 64;
-    d.tiling.tile_cols = 128;
-    codegen::emit(m, qm, d, dir, codegen::EmitOptions{3});
+    codegen::emit(m, qm, u280_fp32_kv_design(), dir, codegen::EmitOptions{3});
     compile_testbench(dir);
     const Shell ok = run_testbench(dir);
     EXPECT_EQ(ok.status, 0) << ok.out;
