@@ -36,12 +36,13 @@ constexpr FpCore kFpCores[] = {
     {"fptosi", 0, 150, 100, "fabric float -> int (no_dsp); LUT/FF [recalled]"},
     // Half precision, at the same default bindings (hadd full_dsp, hmul max_dsp, the rest
     // fabric: csynth names them hadd_16ns_16ns_16_<l>_full_dsp_1, hmul_16ns_16ns_16_<l>_max_dsp_1).
-    // DSP counts derived, not read off a report: the 11-bit significand product fits one
-    // 27 x 18 DSP48E2 multiplier (UG579), and the full-DSP adder's alignment and add, which
-    // take two DSP48E2 for fp32's 24-bit significands (PG060), fit one for 11 bits. LUT/FF:
-    // the fp32 core's scaled by the significand width, 11/24 [assumption].
-    {"hadd", 1, 104, 81, "derived: one DSP48E2 for an 11-bit significand (fp32 full usage takes 2, PG060); LUT/FF 11/24 of fadd's"},
-    {"hmul", 1, 36, 66, "derived: the 11 x 11 significand product fits one 27 x 18 DSP48E2 multiplier (UG579); LUT/FF 11/24 of fmul's"},
+    // DSP counts: DFX (Hong et al., MICRO'22, section 5, built with AMD's floating-point
+    // cores on a U280) maps each FP16 multiplier to one DSP48E2 and each FP16 adder to two,
+    // its matrix unit's 3 x d x l DSPs; the multiplier agrees with the 11 x 11 significand
+    // product fitting one 27 x 18 multiplier (UG579). LUT/FF: the fp32 core's scaled by the
+    // significand width, 11/24 [assumption].
+    {"hadd", 2, 104, 81, "DFX (MICRO'22) section 5: an FP16 adder is two DSP48E2; LUT/FF 11/24 of fadd's [assumption]"},
+    {"hmul", 1, 36, 66, "DFX (MICRO'22) section 5: an FP16 multiplier is one DSP48E2 (11 x 11 fits one 27 x 18, UG579); LUT/FF 11/24 of fmul's [assumption]"},
     {"hdiv", 0, 367, 642, "fabric (no_dsp); LUT/FF 11/24 of fdiv's [assumption]"},
     {"hsqrt", 0, 211, 367, "fabric (no_dsp); LUT/FF 11/24 of fsqrt's [assumption]"},
     {"hcmp", 0, 30, 0, "fabric compare (no_dsp); LUT 11/24 of fcmp's [assumption]"},

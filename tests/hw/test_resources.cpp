@@ -302,11 +302,11 @@ TEST(UnitResources, SharedVectorUnitIsOneDatapathPerLane) {
   EXPECT_EQ(unit(units_of(wide), "vector unit").use.dsp, 16 * (fmul + fadd));
 }
 
-// vector_unit.format fp16: the half-precision cores (one DSP48E2 each for hadd and hmul,
-// derived from the significand widths) and 16-bit exp tables and attention blocks; a
+// vector_unit.format fp16: the half-precision cores (two DSP48E2 for hadd, one for hmul, as
+// DFX's paper counts its FP16 operators) and 16-bit exp tables and attention blocks; a
 // matrix unit of 16-bit operands is read as fp16 multipliers and adders (DFX).
 TEST(UnitResources, HalfPrecisionCoresAndMatrixUnit) {
-  EXPECT_EQ(hw::fp_core("hadd").dsp, 1);
+  EXPECT_EQ(hw::fp_core("hadd").dsp, 2);
   EXPECT_EQ(hw::fp_core("hmul").dsp, 1);
   EXPECT_EQ(hw::fp_core("hdiv").dsp, 0);
   arch::Design d = config_a();
@@ -314,7 +314,7 @@ TEST(UnitResources, HalfPrecisionCoresAndMatrixUnit) {
   d.vector_unit.format = arch::VectorFormat::fp16;
   d.vector_unit.exp_table_bits = 10;  // 1024 entries: fp32 2 BRAM18 per lane, fp16 1 (1K x 18)
   const auto u = units_of(d);
-  EXPECT_EQ(unit(u, "vector unit").use.dsp, 8 * (1 + 1));
+  EXPECT_EQ(unit(u, "vector unit").use.dsp, 8 * (2 + 1));
   EXPECT_EQ(term(unit(u, "vector unit"), "exp tables").total().bram36, 8 * 0.5);
   EXPECT_EQ(term(unit(u, "vector unit"), "lane datapath: hcmp").count, 8);
   d.matrix_unit.weight_bits = d.matrix_unit.act_bits = 16;
@@ -322,7 +322,7 @@ TEST(UnitResources, HalfPrecisionCoresAndMatrixUnit) {
   const hw::Part& mu = unit(fp16_units, "matrix unit");
   EXPECT_EQ(term(mu, "fp16 products: hmul").count, 8 * 8);
   EXPECT_EQ(term(mu, "fp16 adder tree and accumulator: hadd").count, 8 * 8);  // 7 tree adders + 1 accumulator per row
-  EXPECT_EQ(mu.use.dsp, 2 * 64);
+  EXPECT_EQ(mu.use.dsp, 3 * 64);  // DFX's 3 x d x l: d x l multipliers, 2 x d x l adders
   // The kernels run neither: both are kernel gaps.
   auto has = [](const std::vector<std::string>& gaps, const std::string& field) {
     return std::any_of(gaps.begin(), gaps.end(), [&](const std::string& g) { return g.rfind(field, 0) == 0; });
