@@ -60,8 +60,9 @@ void run(DeployArgs& a) {
                                 ? fmt::format("{:.1f} W, {:.3f} mJ/token", p["watts"].get<double>(),
                                               1e3 * p["joules_per_token"].get<double>())
                                 : std::string("power unknown");
-  std::printf("  predicted      %.1f tokens/s decode, %.2f ms to first token, %s\n",
-              p["decode_tokens_per_s"].get<double>(), 1e3 * p["prefill_s"].get<double>(), power.c_str());
+  std::printf("  predicted      %.1f tokens/s decode, %.2f ms to first token (%s), %s\n",
+              p["decode_tokens_per_s"].get<double>(), 1e3 * p.value("card_prefill_s", p["prefill_s"].get<double>()),
+              p.contains("card_prefill_s") ? "the emitted top, one call per token" : "prefill", power.c_str());
   std::printf("  simulated      %.1f tokens/s decode\n", s["simulated"]["decode"]["tokens_per_s"].get<double>());
   // One differing token changes every later one: the figure is the length of the common prefix.
   std::printf("  greedy sample  the first %d of %d tokens equal the fp32 model's\n", s["verify"]["greedy_same_as_fp32"].get<int>(),

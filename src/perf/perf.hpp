@@ -211,6 +211,10 @@ struct Prediction {
   double decode_step_s = 0;        // one decode step (batch tokens) at `context`
   double decode_tokens_per_s = 0;  // batch / decode_step_s
   double prefill_tokens_per_s = 0;
+  // fpgallm's kernels: the prompt through the emitted Vitis top, which runs one token per
+  // call (one decode step per prompt token); 0 where prefill_s is already that or the
+  // design is not costed on the instruction list.
+  double card_prefill_s = 0;
   double watts = 0;                // board power while decoding, all cards
   hw::Power power;                 // FPGA: watts by component while decoding, one card
   double joules_per_token = 0;     // decode

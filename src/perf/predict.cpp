@@ -595,12 +595,27 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     p.notes.push_back(
         "costed on the instruction list (arch::Program) with the units' description (arch::unit_work), as the simulator "
         "executes it");
-  if (hardware == Hardware::fpgallm_kernels && costed_prefill && d.tiling.prefill_block > 1 && w.prefill.tokens() > 1)
+  const int prompt = int(w.prefill.tokens());
+  if (hardware == Hardware::fpgallm_kernels && costed_prefill && costed_decode && d.tiling.prefill_block > 1 &&
+      prompt > 1) {
+    // The emitted top runs prompt token i as a decode step at context i + 1; the step time
+    // is piecewise linear in the context (the KV reads), so Simpson's rule over the first,
+    // middle and last step sums the prompt's steps.
+    auto step_at = [&](int context) {
+      graph::Workload wl = w.decode;
+      wl.shape.context = context;
+      PhaseTime ph;
+      std::vector<Transfer> tr;
+      run_phase(wl, ph, tr);
+      return ph.seconds;
+    };
+    p.card_prefill_s = prompt * (step_at(1) + 4 * step_at((1 + prompt) / 2) + step_at(prompt)) / 6;
     p.notes.push_back(fmt::format(
-        "prefill is costed in blocks of {} tokens on the tiled matrix unit (kernels::matmul_w8a8), as the C-simulation "
-        "backend runs it; the emitted Vitis top (fpgallm emit) runs one token per call, so on the card the prompt takes "
-        "about one decode step per token",
-        d.tiling.prefill_block));
+        "prefill_s is costed in blocks of {} tokens on the tiled matrix unit (kernels::matmul_w8a8), as the "
+        "C-simulation backend and the simulator run it; the emitted Vitis top (fpgallm emit) runs one token per call, "
+        "so on the card the prompt takes {:.4g} ms (card_prefill_s: one decode step per prompt token)",
+        d.tiling.prefill_block, 1e3 * p.card_prefill_s));
+  }
   if (p.cards > 1) {
     p.link_bytes_per_token = bytes_sent_per_card(p.decode_transfers, p.cards);
     for (double& b : p.link_bytes_per_token) b /= double(w.decode.tokens());
@@ -852,6 +867,7 @@ nlohmann::json summary_json(const Prediction& p) {
                       {"assumptions", p.assumptions},
                       {"notes", p.notes}};
   if (p.power.total_w > 0) j["power"] = p.power;
+  if (p.card_prefill_s > 0) j["card_prefill_s"] = p.card_prefill_s;
   if (p.kind == hw::Kind::fpga && p.cards > 1)
     j["communication"] = communication_json(p.decode_transfers, p.cards, p.scenario.batch);
   for (auto [name, ph] : {std::pair{"prefill_breakdown", &p.prefill}, std::pair{"decode_breakdown", &p.decode}})

@@ -37,18 +37,20 @@ std::string lower(std::string s) {
 }
 
 // The first number of a cell ("~45 tok/s", "65.9%", "KV length 128"); nullopt when none.
-std::optional<double> first_number(const std::string& s) {
-  static const std::regex number(R"((\d+(?:\.\d+)?))");
+std::optional<double> first_number(const std::string& s) {  // "1,384.0 ms" -> 1384
+  static const std::regex number(R"((\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)?))");
   std::smatch m;
   if (!std::regex_search(s, m, number)) return std::nullopt;
-  return std::stod(m[1]);
+  std::string digits = m[1];
+  digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
+  return std::stod(digits);
 }
 bool is_range(const std::string& s) {
   static const std::regex range(R"(\d\s*-\s*\d)");
   return std::regex_search(s, range);
 }
 int leading_count(const std::string& s) {  // "4x V100" -> 4
-  static const std::regex count(R"(^\s*(\d+)\s*x\s)", std::regex::icase);
+  static const std::regex count(R"(^\s*(\d+)\s*(?:x|\xC3\x97)\s)", std::regex::icase);  // "4x", "4 x", "4 \u00d7"
   std::smatch m;
   if (std::regex_search(s, m, count)) return std::stoi(m[1]);
   return 1;
@@ -76,6 +78,16 @@ std::optional<Metric> metric_of(const std::string& cell) {
   if (starts("end_to_end_latency_ms")) return Metric{"end_to_end_latency_ms", "ms"};
   if (starts("prefill_latency_ms")) return Metric{"prefill_latency_ms", "ms"};
   if (starts("achieved_gflops")) return Metric{"achieved_gflops", "GFLOP/s"};
+  // The same metrics as papers write them: "TTFT (ms)", "TPOT", "ms/token", "tokens/s".
+  auto has = [&](const char* p) { return s.find(p) != std::string::npos; };
+  if (has("ttft")) return Metric{"prefill_latency_ms", "ms"};
+  if (has("tpot") || has("ms/token") || has("ms/tok") || has("ms per token")) return Metric{"ms_per_token", "ms"};
+  const bool per_second = has("/s") || has("per s") || has("per_s");
+  if ((has("token") || has("tok")) && per_second && (has("prefill") || has("prompt")))
+    return Metric{"prefill_tokens_per_s", "tok/s"};
+  if ((has("token") || has("tok")) && per_second && !has("prefill") && !has("prompt") && !has("total") &&
+      !has("end-to-end") && !has("e2e"))
+    return Metric{"decode_tokens_per_s", "tok/s"};
   return std::nullopt;
 }
 
@@ -121,6 +133,46 @@ const hw::Device* find_gpu(const std::string& text) {
   return nullptr;
 }
 
+// The FPGA card named somewhere in free text ("1x Xilinx Alveo U280", "Intel Stratix 10 NX
+// 2100", "AWS EC2 F1 (VU9P)"): the longest of the cards' ids and aliases that occurs, compared
+// on letters and digits only; a key of three characters or fewer ("f1", "u50") only as a
+// whole word.
+const hw::Device* find_fpga(const std::string& text) {
+  auto flat = [](const std::string& s) {
+    std::string o;
+    for (char c : s)
+      if (std::isalnum(static_cast<unsigned char>(c))) o += char(std::tolower(static_cast<unsigned char>(c)));
+    return o;
+  };
+  const std::string t = lower(text), t_flat = flat(text);
+  auto whole_word = [&](const std::string& key) {
+    for (std::size_t at = t.find(key); at != std::string::npos; at = t.find(key, at + 1)) {
+      const bool left = at == 0 || !std::isalnum(static_cast<unsigned char>(t[at - 1]));
+      const std::size_t end = at + key.size();
+      const bool right = end >= t.size() || !std::isalnum(static_cast<unsigned char>(t[end]));
+      if (left && right) return true;
+    }
+    return false;
+  };
+  const hw::Device* best = nullptr;
+  std::size_t best_len = 0;
+  for (const auto& d : hw::devices()) {
+    if (d.kind != hw::Kind::fpga) continue;
+    std::vector<std::string> keys{d.id};
+    keys.insert(keys.end(), d.aliases.begin(), d.aliases.end());
+    for (const auto& key : keys) {
+      const std::string k = flat(key);
+      if (k.empty() || k.size() <= best_len) continue;
+      const bool found = k.size() <= 3 ? whole_word(lower(key)) : t_flat.find(k) != std::string::npos;
+      if (found) {
+        best = &d;
+        best_len = k.size();
+      }
+    }
+  }
+  return best;
+}
+
 // The precision the GPU baseline ran at, from the GPU's own text; nullopt when it names none.
 std::optional<std::string> gpu_scheme(const std::string& text) {
   static const std::regex wa(R"(W(\d+)A(\d+))", std::regex::icase);
@@ -131,7 +183,14 @@ std::optional<std::string> gpu_scheme(const std::string& text) {
   if (t.find("fp16") != std::string::npos || t.find("half") != std::string::npos) return std::string("fp16");
   if (t.find("bf16") != std::string::npos) return std::string("bf16");
   if (t.find("int8") != std::string::npos) return std::string("int8");
-  if (t.find("int4") != std::string::npos || t.find("q4") != std::string::npos) return std::string("w4a16");
+  if (t.find("int4") != std::string::npos || t.find("q4") != std::string::npos || t.find("awq") != std::string::npos ||
+      t.find("gptq") != std::string::npos)
+    return std::string("w4a16");
+  // FP8 (Hopper, Ada) moves the bytes of int8 and runs at the INT8 tensor rate, which equals
+  // the FP8 rate on those GPUs (NVIDIA H100 and L40S data sheets).
+  if (t.find("fp8") != std::string::npos) return std::string("w8a8");
+  if (t.find("q8") != std::string::npos) return std::string("w8a16");  // llama.cpp Q8_0: 8-bit weights
+  if (t.find("fp32") != std::string::npos || t.find("float32") != std::string::npos) return std::string("fp32");
   return std::nullopt;
 }
 
@@ -188,9 +247,13 @@ double predict_metric(const std::string& metric, const model::Config& cfg, const
     s.context = std::max(1, context);
     return predict(lower(cfg, prec, s));
   };
+  if ((metric == "prefill_latency_ms" || metric == "prefill_tokens_per_s") && r.prompt <= 0)
+    throw std::invalid_argument(metric + " needs the row's prompt length (prompt_len)");
   if (metric == "prefill_latency_ms") return run(r.prompt, r.prompt + 1).prefill_s * 1e3;
+  if (metric == "prefill_tokens_per_s") return r.batch * r.prompt / run(r.prompt, r.prompt + 1).prefill_s;
   if (metric == "ms_per_token") return run(1, r.context).decode_step_s * 1e3;
   if (r.generate <= 0) {  // decode rate at a single context
+    if (metric != "decode_tokens_per_s") throw std::invalid_argument(metric + " needs the row's generation length (gen_len)");
     const Prediction p = run(std::max(r.prompt, 1), r.context);
     return p.decode_tokens_per_s;
   }
@@ -217,15 +280,24 @@ std::optional<std::string> identify_model(const std::string& text) {
       if (std::isalnum(static_cast<unsigned char>(c)) || c == '.') o += c;
     return o;
   };
-  static const std::regex size(R"((\d+(?:\.\d+)?)\s*([bm])\b)");
-  std::vector<double> sizes;
-  for (auto it = std::sregex_iterator(t.begin(), t.end(), size); it != std::sregex_iterator(); ++it)
-    sizes.push_back(std::stod((*it)[1].str()) * ((*it)[2].str() == "b" ? 1e9 : 1e6));
-  // How far a preset's parameter count is from the nearest count the text states (infinity
-  // when it states none).
+  static const std::regex size(R"((\d+(?:\.(\d+))?)\s*([bm])\b)");
+  // Each count the text states, with how far a preset may be from it: 15%, or half a unit of
+  // its last digit when it is rounded more coarsely than that ("Llama-3.2-1B" is 1.24B).
+  struct Stated {
+    double count, allowed;
+  };
+  std::vector<Stated> sizes;
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), size); it != std::sregex_iterator(); ++it) {
+    const double unit = (*it)[3].str() == "b" ? 1e9 : 1e6;
+    const double count = std::stod((*it)[1].str()) * unit;
+    const double half_digit = 0.5 * unit * std::pow(10.0, -double((*it)[2].length()));
+    sizes.push_back({count, std::max(0.15 * count, half_digit)});
+  }
+  // How far a preset's parameter count is from the nearest count the text states, in units
+  // of what that count allows (within when <= 1; infinity when the text states none).
   auto offset = [&](const model::Preset& p) {
     double best = std::numeric_limits<double>::infinity();
-    for (double want : sizes) best = std::min(best, std::fabs(double(p.config.n_params()) / want - 1));
+    for (const Stated& s : sizes) best = std::min(best, std::fabs(double(p.config.n_params()) - s.count) / s.allowed);
     return best;
   };
   // 1. A preset's name, ignoring case, spaces and hyphens ("Qwen2.5-7B-Instruct", "LLaMA2 7B"),
@@ -237,9 +309,9 @@ std::optional<std::string> identify_model(const std::string& text) {
     const std::string n = alnum(lower(p.config.name));
     if (flat.find(n) != std::string::npos && (!named || n.size() > alnum(lower(named->config.name)).size())) named = &p;
   }
-  if (named && (sizes.empty() || offset(*named) <= 0.15)) return named->config.name;
+  if (named && (sizes.empty() || offset(*named) <= 1)) return named->config.name;
   // 2. The family named in words and a parameter count ("Llama 2 110M", "GPT2" with 355M in the
-  // params column): the family's preset within 15% of that count, the closest if several.
+  // params column): the family's preset within what that count allows, the closest if several.
   auto has = [&](const char* w) { return t.find(w) != std::string::npos; };
   std::vector<std::string> prefixes;
   if (has("tinyllama")) prefixes = {"tinyllama"};
@@ -247,13 +319,14 @@ std::optional<std::string> identify_model(const std::string& text) {
   else if (has("qwen3") || has("qwen 3") || has("qwen-3")) prefixes = {"qwen3"};
   else if (has("qwen")) prefixes = {"qwen2.5"};
   else if (std::regex_search(t, std::regex(R"(llama[\s\-]?3)"))) prefixes = {"llama3"};
-  else if (has("llama")) prefixes = {"llama2", "stories"};  // llama2.c's stories models are Llama 2
+  else if (has("mistral")) prefixes = {"mistral"};
+  else if (has("llama") || has("vicuna")) prefixes = {"llama2", "stories"};  // LLaMA 1, Vicuna and llama2.c's stories models have Llama 2's shapes
   else if (has("gpt-2") || has("gpt2") || has("gpt 2")) prefixes = {"gpt2"};
   else if (std::regex_search(t, std::regex(R"(\bopt\b)"))) prefixes = {"opt"};
   else if (has("bert")) prefixes = {"bert"};
   if (prefixes.empty()) return std::nullopt;
   const model::Preset* best = nullptr;
-  double best_off = 0.15;
+  double best_off = 1;
   for (const auto& p : model::presets()) {
     const std::string n = lower(p.config.name);
     if (std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string& f) { return n.rfind(f, 0) == 0; })) continue;
@@ -280,7 +353,7 @@ namespace {
 // A published resource count: "574k (44.0%)" -> 574000, "78K" -> 78000, "291" -> 291,
 // "39.93%" -> 0.3993 x the device's total. nullopt when the cell holds none.
 std::optional<double> resource_count(const std::string& cell, double device_total) {
-  static const std::regex count(R"(^\s*~?(\d+(?:\.\d+)?)\s*([kKmM]?)\b(?!\s*%))");
+  static const std::regex count(R"(^\s*~?(\d{1,3}(?:,\d{3})+(?!\d)|\d+(?:\.\d+)?)\s*([kKmM]?)\b(?!\s*%))");
   static const std::regex percent(R"(^\s*~?(\d+(?:\.\d+)?)\s*%)");
   std::smatch m;
   if (std::regex_search(cell, m, percent)) {
@@ -288,7 +361,9 @@ std::optional<double> resource_count(const std::string& cell, double device_tota
     return std::stod(m[1]) / 100 * device_total;
   }
   if (std::regex_search(cell, m, count)) {
-    double v = std::stod(m[1]);
+    std::string digits = m[1];
+    digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());  // "177,000"
+    double v = std::stod(digits);
     const std::string unit = lower(m[2]);
     if (unit == "k") v *= 1e3;
     if (unit == "m") v *= 1e6;
@@ -338,12 +413,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
     }
     const auto model_name = resolve_model(get("model") + " " + get("params"), aliases);
     // The board the row was measured on, looked up by device id in the row's text.
-    const hw::Device* fpga_dev = nullptr;
-    const std::string row_device = lower(get("device"));
-    for (const auto& cand : hw::devices())
-      if (cand.kind == hw::Kind::fpga && row_device.find(lower(cand.id)) != std::string::npos &&
-          (!fpga_dev || cand.id.size() > fpga_dev->id.size()))
-        fpga_dev = &cand;
+    const hw::Device* fpga_dev = find_fpga(get("device"));
     // A source measured on several boards has one design file per board: <source_id>@<device>.json.
     LoadedDesign loaded = fpga_dev ? load_published(designs_dir, source + "@" + fpga_dev->id) : LoadedDesign{};
     if (!loaded.design && loaded.problem.empty()) loaded = load_published(designs_dir, source);
@@ -364,7 +434,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       if (!published) return skip("fpga", metric->name, "no design file " + source + ".json in " + designs_dir);
       arch::Design d = published->design;
       if (!fpga_dev) return skip("fpga", metric->name, "device not in data/devices.json: " + get("device"));
-      if (fpga_dev->id != d.device)
+      if (const hw::Device* described = hw::lookup_device(d.device); !described || described->id != fpga_dev->id)
         return skip("fpga", metric->name, "the design file describes " + d.device + ", the row " + get("device"));
       const int cards = leading_count(get("device"));
       d.device = fpga_dev->id;
@@ -389,7 +459,8 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
 
     // Resource rows: the published LUT/FF/DSP/BRAM/URAM of the design, once per source.
     const std::string resource_key = source + "@" + (fpga_dev ? fpga_dev->id : std::string());
-    if (published && fpga_dev && fpga_dev->id == published->design.device && !resources_done.count(resource_key)) {
+    const hw::Device* described = published ? hw::lookup_device(published->design.device) : nullptr;
+    if (described && fpga_dev && fpga_dev->id == described->id && !resources_done.count(resource_key)) {
       std::vector<std::pair<hw::Resource, std::string>> cells_of = {{hw::Resource::lut, get("LUT_used")},
                                                                     {hw::Resource::ff, get("FF_used")},
                                                                     {hw::Resource::dsp, get("DSP_used")},

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <iterator>
 
 #include "hw/device.hpp"
@@ -256,6 +257,29 @@ TEST(Perf, PredictionCountsTheExecutedCommunication) {
   EXPECT_NEAR(q.decode.link_s, 3 * (hop + 256 / link) + (hop + 2048 / link), 1e-15);
 }
 
+// The emitted top runs a prompt one decode step per token: card_prefill_s is the sum of the
+// decode steps at contexts 1..prompt, here summed step by step as the reference.
+TEST(Perf, CardPrefillIsOneDecodeStepPerPromptToken) {
+  const model::Config cfg = *model::find_preset("stories15m");
+  const arch::Design d = design(16, 32, 16);
+  const int prompt = 40;
+  const perf::Prediction p =
+      perf::predict(d, hw::find_device("u280"), perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, prompt, prompt}));
+  double steps = 0;
+  for (int context = 1; context <= prompt; ++context)
+    steps += perf::predict(d, hw::find_device("u280"), perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, 1, context}))
+                 .decode_step_s;
+  ASSERT_GT(p.card_prefill_s, 0);
+  // Simpson's rule over three contexts is exact for a step time linear in the context; the
+  // KV blocks make it piecewise linear.
+  EXPECT_NEAR(p.card_prefill_s, steps, 0.01 * steps);
+  // A design the kernels do not run has no emitted top to cost.
+  EXPECT_EQ(perf::predict(d, hw::find_device("u280"), perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, prompt, prompt}),
+                          perf::constants(), perf::Hardware::published_accelerator)
+                .card_prefill_s,
+            0);
+}
+
 TEST(Perf, ValidationMedianErrorWithinBound) {
   const perf::Validation v = perf::validate(fpgallm::data_dir() + "/published_results.csv", fpgallm::data_dir() + "/published");
   int fpga = 0, gpu = 0;
@@ -435,10 +459,60 @@ TEST(Validate, IdentifiesModelsNamedInFreeText) {
   EXPECT_EQ(perf::identify_model("GPT2 355M"), "gpt2-medium");  // not gpt2 (124M)
   EXPECT_EQ(perf::identify_model("GPT2 124M"), "gpt2");
   EXPECT_EQ(perf::identify_model("LLaMA-7B 7B"), "llama2-7b");  // Llama 1 7B has Llama 2 7B's shape
-  // No preset of that family within 15%: not identified, never the nearest other model.
-  EXPECT_EQ(perf::identify_model("OPT-1.3B 1.3B"), std::nullopt);
-  EXPECT_EQ(perf::identify_model("Mistral-7B 7B"), std::nullopt);
+  EXPECT_EQ(perf::identify_model("OPT-1.3B 1.3B"), "opt-1.3b");
+  EXPECT_EQ(perf::identify_model("Mistral-7B-v0.1 7B"), "mistral-7b");
+  EXPECT_EQ(perf::identify_model("Vicuna-7B 7B"), "llama2-7b");
+  // "1B" is rounded to its last digit: Llama 3.2 1B has 1.24B parameters (within half a
+  // billion), which 15% of 1B would refuse.
+  EXPECT_EQ(perf::identify_model("Llama-3.2-1B 1B"), "llama3.2-1b");
+  EXPECT_EQ(perf::identify_model("Llama 3.2 1.0B"), std::nullopt);  // 1.0B: 0.05B of rounding, 24% off
+  // No preset of that family within what the count allows: not identified, never the nearest
+  // other model.
+  EXPECT_EQ(perf::identify_model("ChatGLM2-6B 6B"), std::nullopt);
   EXPECT_EQ(perf::identify_model("Llama 2 3B"), std::nullopt);
+}
+
+// Cells as papers write them: thousands separators, a card named by its family and part, a
+// count of cards with a multiplication sign, metrics in words; a row that lacks what its
+// metric needs is skipped with the reason.
+TEST(Validate, ReadsCellsAsPapersWriteThem) {
+  const std::string dir = testing_support::scratch_dir("validate_cells");
+  const std::string csv = dir + "/rows.csv";
+  {
+    std::ofstream f(csv);
+    f << "source_id,device,model,metric,value,batch,prompt_len,gen_len,LUT_used,DSP_used\n"
+      << "nx,Intel Stratix 10 NX 2100,Llama-2-7B,tokens/s,\"1,024.5\",1,,,,\n"
+      << "f1,AWS EC2 F1 (VU9P),GPT-2 XL 1.5B,TTFT (ms),900,1,128,,\"177,000\",45.2K (38.6%)\n"
+      << "two,2 \u00d7 Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,,\n"
+      << "e2e,Alveo U280,LLaMA2-7B,end_to_end_latency_ms,900,1,128,,,\n";
+  }
+  std::ofstream(dir + "/nx.json") << "{\"device\": \"s10nx\", \"quant\": \"int8\", \"clock_mhz\": 400}";
+  std::ofstream(dir + "/f1.json") << "{\"device\": \"aws-f1\", \"quant\": \"fp16\", \"clock_mhz\": 250}";
+  std::ofstream(dir + "/two.json") << "{\"device\": \"u280\", \"quant\": \"int8\", \"clock_mhz\": 225}";
+  std::ofstream(dir + "/e2e.json") << "{\"device\": \"u280\", \"quant\": \"int8\", \"clock_mhz\": 225}";
+  const perf::Validation v = perf::validate(csv, dir);
+  std::map<std::string, perf::ValidationRow> rows;
+  for (const auto& r : v.rows) rows[r.source_id] = r;
+  std::string reasons;
+  for (const auto& s : v.skipped) reasons += s.source_id + ": " + s.reason + "\n";
+  ASSERT_EQ(rows.count("nx"), 1u) << reasons;
+  EXPECT_EQ(rows["nx"].device, "stratix10-nx");
+  EXPECT_EQ(rows["nx"].metric, "decode_tokens_per_s");
+  EXPECT_EQ(rows["nx"].measured, 1024.5);
+  ASSERT_EQ(rows.count("f1"), 1u) << reasons;
+  EXPECT_EQ(rows["f1"].device, "f1");
+  EXPECT_EQ(rows["f1"].model, "gpt2-xl");
+  EXPECT_EQ(rows["f1"].metric, "prefill_latency_ms");
+  ASSERT_EQ(rows.count("two"), 1u) << reasons;
+  EXPECT_EQ(rows["two"].cards, 2);
+  EXPECT_EQ(rows.count("e2e"), 0u);
+  EXPECT_NE(reasons.find("e2e: not predictable: end_to_end_latency_ms needs the row's generation length"),
+            std::string::npos)
+      << reasons;
+  std::map<std::string, double> counts;
+  for (const auto& r : v.resources) counts[r.resource] = r.measured;
+  EXPECT_EQ(counts["LUT"], 177000);
+  EXPECT_EQ(counts["DSP"], 45200);
 }
 
 TEST(Validate, GpuStackFromText) {
