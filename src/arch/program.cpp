@@ -237,6 +237,16 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
   norm(-1, "output_norm", Buf::x, Buf::x);
   quantize(-1, "output_norm.q", c.dim, Buf::x);
   matmul(-1, model::Linear::cls, Buf::x, Buf::logits);
+  // A quantize takes its scale as the next matmul (its consumer) is planned.
+  if (precision)
+    for (std::size_t k = 0; k < p.instructions.size(); ++k) {
+      if (p.instructions[k].op != Op::quantize) continue;
+      for (std::size_t m = k + 1; m < p.instructions.size(); ++m)
+        if (p.instructions[m].op == Op::matmul) {
+          p.instructions[k].static_scale = precision(p.instructions[m].layer, p.instructions[m].linear).static_act;
+          break;
+        }
+    }
   return p;
 }
 
@@ -259,6 +269,7 @@ void to_json(nlohmann::json& j, const Instruction& i) {
     j["head_dim"] = i.head_dim;
   }
   if (i.op == Op::attention) j["context"] = i.context;
+  if (i.static_scale) j["static_scale"] = true;
   if (i.weight_bytes) j["weight_bytes"] = i.weight_bytes;
   if (i.kv_read_bytes) j["kv_read_bytes"] = i.kv_read_bytes;
   if (i.kv_write_bytes) j["kv_write_bytes"] = i.kv_write_bytes;

@@ -77,6 +77,9 @@ struct Instruction {
   // Executed inside the pipeline of the next instruction (norm -> matmul input stage when
   // design.fuse_norm_matmul; quantize is always fused into its producer's store stage).
   bool fused = false;
+  // quantize: the consuming matmul's activations have a calibrated (static) scale, so the
+  // codes are taken without the max_abs pass of a dynamic scale.
+  bool static_scale = false;
 
   // Multiply-accumulates on the matrix unit (matmul), or elements through the vector unit.
   std::int64_t macs() const;
@@ -96,7 +99,8 @@ struct Program {
 // Weight precision of one linear layer (the quantization plan's choice).
 struct LinearPrecision {
   int weight_bits = 8;
-  int group = 0;  // int4: columns per scale; 0 = per output row
+  int group = 0;             // int4: columns per scale; 0 = per output row
+  bool static_act = false;   // int8 activations at a calibrated scale (no max_abs pass)
 };
 using PrecisionFn = std::function<LinearPrecision(int layer, model::Linear which)>;
 

@@ -245,7 +245,8 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
     }
     case Op::quantize: {
       w.unit = UnitKind::vector;
-      w.body_cycles = b.simple("quantize: max_abs", "max_abs", pass(in.cols), tokens) +
+      // A static scale skips the max_abs pass (overlay.hpp `quantize`, engine accel.cpp).
+      w.body_cycles = (in.static_scale ? 0 : b.simple("quantize: max_abs", "max_abs", pass(in.cols), tokens)) +
                       b.simple("quantize: codes", "quantize_codes", pass(in.cols), tokens);
       break;
     }

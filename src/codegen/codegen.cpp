@@ -318,7 +318,8 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   const auto precision = [&](int layer, model::Linear w) {
     const auto& lp = qm.plan.at(layer, w);
     return arch::LinearPrecision{lp.weight == quant::WeightFormat::int4 ? 4 : 8,
-                                 lp.weight == quant::WeightFormat::int4 ? qm.plan.group : 0};
+                                 lp.weight == quant::WeightFormat::int4 ? qm.plan.group : 0,
+                                 lp.act == quant::ActFormat::int8_static};
   };
   const arch::Program program = arch::build_program(c, design, arch::Stage::decode, 0, 1, precision);
   const std::vector<std::int32_t> words = encode(program, qm, layout);

@@ -52,7 +52,8 @@ const SchemeChoice kAccelSchemes[] = {
 arch::PrecisionFn precision_fn(const quant::Plan& plan) {
   return [plan](int layer, model::Linear which) {
     const auto& l = plan.at(layer, which);
-    return arch::LinearPrecision{dse::weight_bits(l.weight), l.weight == quant::WeightFormat::int4 ? plan.group : 0};
+    return arch::LinearPrecision{dse::weight_bits(l.weight), l.weight == quant::WeightFormat::int4 ? plan.group : 0,
+                                 l.act == quant::ActFormat::int8_static};
   };
 }
 

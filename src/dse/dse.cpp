@@ -435,8 +435,9 @@ int weight_bits(quant::WeightFormat f) {
 graph::Precision precision_of(const quant::Plan& plan) {
   graph::Precision p;
   p.weight_bits = 0;
-  bool float_act = false, int4 = false;
+  bool float_act = false, int4 = false, all_static = true;
   for (const auto& l : plan.layers) {
+    if (l.act == quant::ActFormat::int8_dynamic) all_static = false;
     const int b = weight_bits(l.weight);
     p.layer_weight_bits[model::linear_name(l.layer, l.which)] = b;
     p.weight_bits = std::max(p.weight_bits, b);
@@ -448,6 +449,7 @@ graph::Precision precision_of(const quant::Plan& plan) {
   p.kv_bits = plan.kv8 ? 8 : 16;
   p.group_size = int4 ? plan.group : 0;
   p.float_weights = p.weight_bits >= 16;
+  p.static_act = !float_act && all_static;
   return p;
 }
 

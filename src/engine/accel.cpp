@@ -253,7 +253,8 @@ const float* AccelTransformer::run(const std::vector<int>& tokens, int pos, arch
   s.program = arch::build_program(c, d, stage, pos, n, [&](int layer, model::Linear which) {
     const auto& lp = s.qm.plan.at(layer, which);
     return arch::LinearPrecision{lp.weight == quant::WeightFormat::int4 ? 4 : 8,
-                                 lp.weight == quant::WeightFormat::int4 ? s.qm.plan.group : 0};
+                                 lp.weight == quant::WeightFormat::int4 ? s.qm.plan.group : 0,
+                                 lp.act == quant::ActFormat::int8_static};
   });
   s.tokens_run += std::uint64_t(n);
   if (s.tensor || s.pipeline) s.card_program();

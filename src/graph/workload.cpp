@@ -82,7 +82,7 @@ Precision parse_scheme(const std::string& scheme) {
   auto bad = [&](const std::string& why) -> fpgallm::InputError {
     return fpgallm::InputError("--scheme", "'" + scheme + "': " + why +
                                                " (fp32, fp16, bf16, int8, int4, w8a8, w8a16, w4a8, w4a16; "
-                                               "optional -g<group> and -kv<8|16> suffixes)");
+                                               "optional -g<group>, -kv<8|16> and -static suffixes)");
   };
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -120,7 +120,10 @@ Precision parse_scheme(const std::string& scheme) {
   };
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string& s = parts[i];
-    if (s.rfind("kv", 0) == 0) {
+    if (s == "static") {
+      if (p.float_weights || p.act_bits > 8) throw bad("static scales need 8-bit activations");
+      p.static_act = true;
+    } else if (s.rfind("kv", 0) == 0) {
       int kv = number(s.substr(2));
       if (kv != 4 && kv != 8 && kv != 16 && kv != 32) throw bad("KV bits must be 4, 8, 16 or 32");
       p.kv_bits = kv;
@@ -143,6 +146,7 @@ std::string to_string(const Precision& p) {
   else
     s = fmt::format("w{}a{}", p.weight_bits, p.act_bits);
   if (p.group_size) s += fmt::format("-g{}", p.group_size);
+  if (p.static_act) s += "-static";
   if (p.kv_bits != (p.float_weights ? p.act_bits : (p.act_bits > 8 ? 16 : 8))) s += fmt::format("-kv{}", p.kv_bits);
   if (!p.layer_weight_bits.empty()) s += fmt::format(" (+{} per-layer widths)", p.layer_weight_bits.size());
   return s;

@@ -75,6 +75,7 @@ struct Precision {
   int kv_bits = 8;
   int group_size = 0;
   bool float_weights = false;          // true for fp32/fp16/bf16 (no scales)
+  bool static_act = false;             // int8 activations at calibrated scales ("-static")
   // Per-linear weight bits by model::linear_name ("blk.3.wq", "cls"); others use weight_bits.
   std::map<std::string, int> layer_weight_bits;
 

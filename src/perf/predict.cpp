@@ -347,7 +347,7 @@ std::vector<arch::Program> phase_programs(const graph::Workload& wl, const arch:
   std::vector<arch::Program> programs;
   const graph::Precision& pr = wl.precision;
   const arch::PrecisionFn precision = [&pr](int layer, model::Linear which) {
-    return arch::LinearPrecision{pr.bits_for(model::linear_name(layer, which)), pr.group_size};
+    return arch::LinearPrecision{pr.bits_for(model::linear_name(layer, which)), pr.group_size, pr.static_act};
   };
   try {
     if (wl.shape.phase == graph::Phase::decode) {
@@ -541,9 +541,9 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   x.host_bytes_per_s = embedded ? eta * dev.memory_bandwidth_gbps() * kGB : c.server_memory_gbps.value * kGB;
   const bool classifier_on_host = on_host(d, graph::OpKind::classifier);
 
-  // Int8 activations are quantized with per-token dynamic scales: the tensor split
-  // all-reduces their maximum (the workload does not mark static scales).
-  const bool dynamic_scale = w.decode.precision.act_bits <= 8;
+  // Int8 activations with per-token dynamic scales: the tensor split all-reduces their
+  // maximum; calibrated (static) scales need no reduction.
+  const bool dynamic_scale = w.decode.precision.act_bits <= 8 && !w.decode.precision.static_act;
   // Designs the kernels run (no kernel_gaps(): one compute unit, no host operators, dense
   // 8/4-bit weights, 512-bit ports; weights in the matrix unit's format, one sequence;
   // weights and KV stream from off-chip memory whatever the style) are costed on

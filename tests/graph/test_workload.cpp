@@ -167,6 +167,8 @@ TEST(Workload, BadInputIsAnInputError) {
   EXPECT_THROW(graph::parse_scheme("int3"), fpgallm::InputError);
   EXPECT_THROW(graph::parse_scheme("fp16-g128"), fpgallm::InputError);
   EXPECT_THROW(graph::parse_scheme("int8-kv7"), fpgallm::InputError);
+  EXPECT_THROW(graph::parse_scheme("w4a16-static"), fpgallm::InputError);  // static scales are for int8 activations
+  EXPECT_THROW(graph::parse_scheme("fp16-static"), fpgallm::InputError);
   graph::Shape s;
   s.batch = 0;
   EXPECT_THROW(graph::lower(c, s, graph::parse_scheme("int8")), fpgallm::InputError);
@@ -180,6 +182,9 @@ TEST(Workload, SchemesRoundTrip) {
   EXPECT_EQ(graph::to_string(graph::parse_scheme("int8")), "w8a8");
   EXPECT_EQ(graph::to_string(graph::parse_scheme("w4a16-g128")), "w4a16-g128");
   EXPECT_EQ(graph::to_string(graph::parse_scheme("w8a8-kv16")), "w8a8-kv16");
+  EXPECT_EQ(graph::to_string(graph::parse_scheme("w8a8-static")), "w8a8-static");
+  EXPECT_TRUE(graph::parse_scheme("w4a8-g32-static").static_act);
+  EXPECT_FALSE(graph::parse_scheme("w8a8").static_act);
   EXPECT_EQ(graph::parse_scheme("bf16").weight_bits, 16);
 }
 

@@ -280,6 +280,33 @@ TEST(Perf, CardPrefillIsOneDecodeStepPerPromptToken) {
             0);
 }
 
+// Calibrated (static) activation scales: the quantize takes no max_abs pass (the kernels'
+// quantize_static), and a tensor split all-reduces no scale.
+TEST(Perf, StaticScalesSkipTheMaxAbsPass) {
+  const model::Config cfg = *model::find_preset("stories15m");
+  arch::Design d = design(16, 32, 16);
+  const auto& u280 = hw::find_device("u280");
+  const perf::Scenario sc{1, 16, 64};
+  const perf::Prediction dyn = perf::predict(d, u280, perf::lower(cfg, graph::parse_scheme("int8"), sc));
+  const perf::Prediction fixed = perf::predict(d, u280, perf::lower(cfg, graph::parse_scheme("int8-static"), sc));
+  auto op = [](const perf::Prediction& p, const std::string& name) {
+    for (const auto& o : p.decode.ops)
+      if (o.name == name) return o.time_s;
+    ADD_FAILURE() << name;
+    return 0.0;
+  };
+  EXPECT_LT(op(fixed, "blk.0.attn_norm.q"), op(dyn, "blk.0.attn_norm.q"));
+  EXPECT_EQ(op(fixed, "blk.0.wq"), op(dyn, "blk.0.wq"));
+  d.parallel = {2, arch::Split::tensor};
+  auto reductions = [](const perf::Prediction& p) {
+    int n = 0;
+    for (const auto& t : p.decode_transfers) n += t.kind == perf::Collective::all_reduce_max;
+    return n;
+  };
+  EXPECT_GT(reductions(perf::predict(d, u280, perf::lower(cfg, graph::parse_scheme("int8"), sc))), 0);
+  EXPECT_EQ(reductions(perf::predict(d, u280, perf::lower(cfg, graph::parse_scheme("int8-static"), sc))), 0);
+}
+
 TEST(Perf, ValidationMedianErrorWithinBound) {
   const perf::Validation v = perf::validate(fpgallm::data_dir() + "/published_results.csv", fpgallm::data_dir() + "/published");
   int fpga = 0, gpu = 0;

@@ -135,11 +135,13 @@ struct Case {
   model::Config config;
   arch::Stage stage;
   int pos, tokens;
+  bool static_act = false;  // int8 activations at calibrated scales: quantize without max_abs
 };
 
 std::string case_name(const Case& c) {
   std::string s = fmt::format("{}_{}_kv{}_{}_pos{}", c.design == 0 ? "16x16" : "32x32", c.config.name, c.kv_bits,
                               arch::to_string(c.stage), c.pos);
+  if (c.static_act) s += "_static";
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;
@@ -156,6 +158,10 @@ std::vector<Case> cases() {
         v.push_back({design, kv, c, arch::Stage::decode, 0, 1});    // one key
         v.push_back({design, kv, c, arch::Stage::prefill, 61, 5});  // queries on both sides of a block edge
       }
+  for (int design : {0, 1}) {
+    v.push_back({design, 8, llama(), arch::Stage::decode, 70, 1, true});
+    v.push_back({design, 8, llama(), arch::Stage::prefill, 61, 5, true});
+  }
   return v;
 }
 
@@ -296,7 +302,7 @@ struct Machine {
       case Op::quantize:
         for (int t = 0; t < n; ++t)
           code_scales[std::size_t(t)] =
-              overlay::quantize<CFG>(codes.data() + std::size_t(t) * in.cols, b(in.in, t), in.cols, false, 0.0f);
+              overlay::quantize<CFG>(codes.data() + std::size_t(t) * in.cols, b(in.in, t), in.cols, in.static_scale, 0.05f);
         return;
       case Op::matmul:
         if (n == 1)
@@ -397,7 +403,11 @@ class UnitLoops : public ::testing::TestWithParam<Case> {
     const arch::Design d = design_of<I>(k.kv_bits);
     ASSERT_TRUE(d.problems().empty()) << d.problems().front();
     ASSERT_TRUE(arch::instance_problems(d).empty()) << arch::instance_problems(d).front();
-    const arch::Program p = arch::build_program(k.config, d, k.stage, k.pos, k.tokens);
+    const arch::Program p = arch::build_program(k.config, d, k.stage, k.pos, k.tokens, [&](int, model::Linear) {
+      return arch::LinearPrecision{d.matrix_unit.weight_bits, d.matrix_unit.weight_bits == 4 ? 32 : 0, k.static_act};
+    });
+    for (const arch::Instruction& in : p.instructions)
+      if (in.op == arch::Op::quantize) EXPECT_EQ(in.static_scale, k.static_act) << in.name;
     Machine<I, BITS> m(k.config);
     std::vector<arch::Op> ran;
     std::string table = fmt::format("{:<14} {:<28} {:<24} {:>10} {:>10}  {}\n", "op", "design", "kernel loop",
