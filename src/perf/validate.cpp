@@ -378,6 +378,8 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
   const auto table = fpgallm::read_csv_table(csv_path, {"source_id", "device", "model", "metric", "value", "batch",
                                                         "prompt_len", "gen_len"});
   const auto& header = table.front().second;
+  if (!std::filesystem::is_directory(designs_dir))
+    throw fpgallm::InputError("--designs", designs_dir + ": not a folder of design files");
   const auto aliases = model_aliases(designs_dir);
 
   Validation v;

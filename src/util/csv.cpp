@@ -16,6 +16,7 @@ CsvRows parse_csv(std::string_view text, const std::string& path) {
   std::string field;
   bool quoted = false, any = false;
   int line = 1, row_line = 1;
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // the UTF-8 byte-order mark spreadsheets write
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
     if (quoted) {
@@ -69,6 +70,10 @@ CsvRows read_csv_table(const std::string& path, const std::vector<std::string>& 
 
 CsvRows check_csv_table(CsvRows table, const std::string& path, const std::vector<std::string>& required_columns) {
   if (table.empty()) throw InputError(path, "empty CSV");
+  for (auto& name : table.front().second) {  // " device " is the column device
+    const auto first = name.find_first_not_of(" \t"), last = name.find_last_not_of(" \t");
+    name = first == std::string::npos ? std::string() : name.substr(first, last - first + 1);
+  }
   const auto& header = table.front().second;
   for (const auto& required : required_columns)
     if (std::find(header.begin(), header.end(), required) == header.end())

@@ -507,7 +507,8 @@ TEST(Validate, ReadsCellsAsPapersWriteThem) {
   const std::string csv = dir + "/rows.csv";
   {
     std::ofstream f(csv);
-    f << "source_id,device,model,metric,value,batch,prompt_len,gen_len,LUT_used,DSP_used\n"
+    // A spreadsheet's export: a byte-order mark, padded header names, CRLF line ends.
+    f << "\xEF\xBB\xBFsource_id, device ,model,metric,value,batch,prompt_len,gen_len,LUT_used,DSP_used\r\n"
       << "nx,Intel Stratix 10 NX 2100,Llama-2-7B,tokens/s,\"1,024.5\",1,,,,\n"
       << "f1,AWS EC2 F1 (VU9P),GPT-2 XL 1.5B,TTFT (ms),900,1,128,,\"177,000\",45.2K (38.6%)\n"
       << "two,2 \u00d7 Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,,\n"
@@ -540,6 +541,8 @@ TEST(Validate, ReadsCellsAsPapersWriteThem) {
   for (const auto& r : v.resources) counts[r.resource] = r.measured;
   EXPECT_EQ(counts["LUT"], 177000);
   EXPECT_EQ(counts["DSP"], 45200);
+  // A --designs folder that is not there is an input error, not every row skipped.
+  EXPECT_THROW(perf::validate(csv, dir + "/no_such_folder"), fpgallm::InputError);
 }
 
 TEST(Validate, GpuStackFromText) {
