@@ -130,7 +130,35 @@ const hw::Device* find_gpu(const std::string& text) {
       const hw::Device* d = hw::lookup_device(name);
       if (d && d->kind == hw::Kind::gpu) return d;
     }
-  return nullptr;
+  // Else the GPU whose id or alias has every part among the text's words ("A100-SXM4-80GB"
+  // holds a100 and 80gb: a100-80gb), the one with the most parts.
+  auto parts = [](const std::string& s) {
+    std::vector<std::string> out;
+    static const std::regex alnum(R"([a-z0-9]+)");
+    const std::string l = lower(s);
+    for (auto it = std::sregex_iterator(l.begin(), l.end(), alnum); it != std::sregex_iterator(); ++it)
+      out.push_back(it->str());
+    return out;
+  };
+  const std::vector<std::string> in_text = parts(text);
+  const hw::Device* best = nullptr;
+  std::size_t best_parts = 0;
+  for (const auto& d : hw::devices()) {
+    if (d.kind != hw::Kind::gpu) continue;
+    std::vector<std::string> keys{d.id};
+    keys.insert(keys.end(), d.aliases.begin(), d.aliases.end());
+    for (const auto& key : keys) {
+      const auto want = parts(key);
+      const bool all = !want.empty() && std::all_of(want.begin(), want.end(), [&](const std::string& w) {
+        return std::find(in_text.begin(), in_text.end(), w) != in_text.end();
+      });
+      if (all && want.size() > best_parts) {
+        best = &d;
+        best_parts = want.size();
+      }
+    }
+  }
+  return best;
 }
 
 // The FPGA card named somewhere in free text ("1x Xilinx Alveo U280", "Intel Stratix 10 NX

@@ -508,11 +508,12 @@ TEST(Validate, ReadsCellsAsPapersWriteThem) {
   {
     std::ofstream f(csv);
     // A spreadsheet's export: a byte-order mark, padded header names, CRLF line ends.
-    f << "\xEF\xBB\xBFsource_id, device ,model,metric,value,batch,prompt_len,gen_len,LUT_used,DSP_used\r\n"
-      << "nx,Intel Stratix 10 NX 2100,Llama-2-7B,tokens/s,\"1,024.5\",1,,,,\n"
-      << "f1,AWS EC2 F1 (VU9P),GPT-2 XL 1.5B,TTFT (ms),900,1,128,,\"177,000\",45.2K (38.6%)\n"
-      << "two,2 \u00d7 Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,,\n"
-      << "e2e,Alveo U280,LLaMA2-7B,end_to_end_latency_ms,900,1,128,,,\n";
+    f << "\xEF\xBB\xBFsource_id, device ,model,metric,value,batch,prompt_len,gen_len,LUT_used,DSP_used,"
+         "gpu_baseline_device,gpu_baseline_value\r\n"
+      << "nx,Intel Stratix 10 NX 2100,Llama-2-7B,tokens/s,\"1,024.5\",1,,,,,,\r\n"
+      << "f1,AWS EC2 F1 (VU9P),GPT-2 XL 1.5B,TTFT (ms),900,1,128,,\"177,000\",45.2K (38.6%),,\r\n"
+      << "two,2 \u00d7 Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,,,\"NVIDIA A100-SXM4-80GB (vLLM, FP16)\",100\r\n"
+      << "e2e,Alveo U280,LLaMA2-7B,end_to_end_latency_ms,900,1,128,,,,,\r\n";
   }
   std::ofstream(dir + "/nx.json") << "{\"device\": \"s10nx\", \"quant\": \"int8\", \"clock_mhz\": 400}";
   std::ofstream(dir + "/f1.json") << "{\"device\": \"aws-f1\", \"quant\": \"fp16\", \"clock_mhz\": 250}";
@@ -520,7 +521,7 @@ TEST(Validate, ReadsCellsAsPapersWriteThem) {
   std::ofstream(dir + "/e2e.json") << "{\"device\": \"u280\", \"quant\": \"int8\", \"clock_mhz\": 225}";
   const perf::Validation v = perf::validate(csv, dir);
   std::map<std::string, perf::ValidationRow> rows;
-  for (const auto& r : v.rows) rows[r.source_id] = r;
+  for (const auto& r : v.rows) rows[r.source_id + (r.kind == "gpu" ? "/gpu" : "")] = r;
   std::string reasons;
   for (const auto& s : v.skipped) reasons += s.source_id + ": " + s.reason + "\n";
   ASSERT_EQ(rows.count("nx"), 1u) << reasons;
@@ -533,6 +534,8 @@ TEST(Validate, ReadsCellsAsPapersWriteThem) {
   EXPECT_EQ(rows["f1"].metric, "prefill_latency_ms");
   ASSERT_EQ(rows.count("two"), 1u) << reasons;
   EXPECT_EQ(rows["two"].cards, 2);
+  ASSERT_EQ(rows.count("two/gpu"), 1u) << reasons;
+  EXPECT_EQ(rows["two/gpu"].device, "a100-80gb");  // the SXM4 part number names the 80 GB A100
   EXPECT_EQ(rows.count("e2e"), 0u);
   EXPECT_NE(reasons.find("e2e: not predictable: end_to_end_latency_ms needs the row's generation length"),
             std::string::npos)
