@@ -68,6 +68,7 @@ bool is_bound_or_ratio(const std::string& cell) {
 
 struct Metric {
   std::string name, unit;
+  double per_published = 1;  // the metric's unit per unit of the cell ("TTFT (s)": 1000 ms per s)
 };
 std::optional<Metric> metric_of(const std::string& cell) {
   const std::string s = lower(cell);
@@ -80,7 +81,9 @@ std::optional<Metric> metric_of(const std::string& cell) {
   if (starts("achieved_gflops")) return Metric{"achieved_gflops", "GFLOP/s"};
   // The same metrics as papers write them: "TTFT (ms)", "TPOT", "ms/token", "tokens/s".
   auto has = [&](const char* p) { return s.find(p) != std::string::npos; };
-  if (has("ttft")) return Metric{"prefill_latency_ms", "ms"};
+  // A latency the cell states in seconds ("TTFT (s)", "ttft_s").
+  const bool seconds = has("(s)") || has("[s]") || (s.size() > 2 && s.compare(s.size() - 2, 2, "_s") == 0);
+  if (has("ttft")) return Metric{"prefill_latency_ms", "ms", seconds ? 1e3 : 1};
   if (has("tpot") || has("ms/token") || has("ms/tok") || has("ms per token")) return Metric{"ms_per_token", "ms"};
   const bool per_second = has("/s") || has("per s") || has("per_s");
   if ((has("token") || has("tok")) && per_second && (has("prefill") || has("prompt")))
@@ -456,8 +459,9 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       const std::string value = get("value");
       if (is_bound_or_ratio(value)) return skip("fpga", metric->name, "a bound or a ratio ('" + value + "'), not a measurement");
       if (is_range(value)) return skip("fpga", metric->name, "a range of values, not one measurement");
-      const auto measured = first_number(value);
+      auto measured = first_number(value);
       if (!measured || *measured <= 0) return skip("fpga", metric->name, "no numeric value");
+      *measured *= metric->per_published;
       if (lengths_are_ranges) return skip("fpga", metric->name, "one value given for a range of prompt/generation lengths");
       if (!model_name) return skip("fpga", metric->name, "model not identified as a preset (" + get("model") + ")");
       if (!loaded.problem.empty()) return skip("fpga", metric->name, loaded.problem);

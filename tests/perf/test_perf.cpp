@@ -511,7 +511,7 @@ TEST(Validate, ReadsCellsAsPapersWriteThem) {
     f << "\xEF\xBB\xBFsource_id, device ,model,metric,value,batch,prompt_len,gen_len,LUT_used,DSP_used,"
          "gpu_baseline_device,gpu_baseline_value\r\n"
       << "nx,Intel Stratix 10 NX 2100,Llama-2-7B,tokens/s,\"1,024.5\",1,,,,,,\r\n"
-      << "f1,AWS EC2 F1 (VU9P),GPT-2 XL 1.5B,TTFT (ms),900,1,128,,\"177,000\",45.2K (38.6%),,\r\n"
+      << "f1,AWS EC2 F1 (VU9P),GPT-2 XL 1.5B,TTFT (s),0.9,1,128,,\"177,000\",45.2K (38.6%),,\r\n"
       << "two,2 \u00d7 Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,,,\"NVIDIA A100-SXM4-80GB (vLLM, FP16)\",100\r\n"
       << "e2e,Alveo U280,LLaMA2-7B,end_to_end_latency_ms,900,1,128,,,,,\r\n";
   }
@@ -532,6 +532,7 @@ TEST(Validate, ReadsCellsAsPapersWriteThem) {
   EXPECT_EQ(rows["f1"].device, "f1");
   EXPECT_EQ(rows["f1"].model, "gpt2-xl");
   EXPECT_EQ(rows["f1"].metric, "prefill_latency_ms");
+  EXPECT_DOUBLE_EQ(rows["f1"].measured, 900);  // 0.9 s
   ASSERT_EQ(rows.count("two"), 1u) << reasons;
   EXPECT_EQ(rows["two"].cards, 2);
   ASSERT_EQ(rows.count("two/gpu"), 1u) << reasons;
