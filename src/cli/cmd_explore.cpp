@@ -138,7 +138,7 @@ void print_exploration(const ExploreArgs& a, const dse::Request& req, const dse:
     // Watts, J/token, USD/Mtok and USD are those of all the design's cards.
     const std::string unknown = "unknown";
     std::printf("%-13s %-4s %5d %-26s %10.1f %10.2f %8s %10s %10s %8s %s\n", r.device.c_str(), hw::to_string(r.kind),
-                p.cards, design.c_str(), p.decode_tokens_per_s, 1e3 * p.prefill_s,
+                p.cards, design.c_str(), p.decode_tokens_per_s, 1e3 * p.time_to_first_token_s(),
                 p.watts > 0 ? fmt::format("{:.1f}", p.watts).c_str() : unknown.c_str(),
                 p.joules_per_token > 0 ? fmt::format("{:.3g}", p.joules_per_token).c_str() : unknown.c_str(),
                 p.usd_per_mtoken > 0 ? fmt::format("{:.3f}", p.usd_per_mtoken).c_str() : unknown.c_str(),
@@ -147,7 +147,8 @@ void print_exploration(const ExploreArgs& a, const dse::Request& req, const dse:
   std::printf("\nadvice:\n");
   for (const auto& s : e.advice) std::printf("  - %s\n", s.c_str());
   std::printf("\nW, J/token, USD/Mtok and USD (purchase price) count every card of a design. FPGA figures: analytical "
-              "model (docs/performance-model.md), constants in data/perf_model.json.\n");
+              "model (docs/performance-model.md), constants in data/perf_model.json; FPGA prefill: the "
+              "emitted top's, one decode step per prompt token, where fpgallm's kernels run the design.\n");
   if (!a.svg.empty()) std::printf("wrote %s\n", a.svg.c_str());
 }
 

@@ -36,7 +36,7 @@ double score(const perf::Prediction& p, Objective o) {
   const double worst = -std::numeric_limits<double>::infinity();
   switch (o) {
     case Objective::decode_tps: return p.decode_tokens_per_s;
-    case Objective::prefill_latency: return -p.prefill_s;
+    case Objective::prefill_latency: return -p.time_to_first_token_s();
     case Objective::tokens_per_joule: return p.joules_per_token > 0 ? 1.0 / p.joules_per_token : worst;
     case Objective::usd_per_mtoken: return p.usd_per_mtoken > 0 ? -p.usd_per_mtoken : worst;
   }

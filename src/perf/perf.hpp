@@ -215,6 +215,9 @@ struct Prediction {
   // call (one decode step per prompt token); 0 where prefill_s is already that or the
   // design is not costed on the instruction list.
   double card_prefill_s = 0;
+  // Time to first token on the card: card_prefill_s where the emitted top runs the design,
+  // else prefill_s.
+  double time_to_first_token_s() const { return card_prefill_s > 0 ? card_prefill_s : prefill_s; }
   double watts = 0;                // board power while decoding, all cards
   hw::Power power;                 // FPGA: watts by component while decoding, one card
   double joules_per_token = 0;     // decode
