@@ -61,7 +61,7 @@ void run(DeployArgs& a) {
                                               1e3 * p["joules_per_token"].get<double>())
                                 : std::string("power unknown");
   std::printf("  predicted      %.1f tokens/s decode, %.2f ms to first token (%s), %s\n",
-              p["decode_tokens_per_s"].get<double>(), 1e3 * p.value("card_prefill_s", p["prefill_s"].get<double>()),
+              p["decode_tokens_per_s"].get<double>(), 1e3 * p["time_to_first_token_s"].get<double>(),
               p.contains("card_prefill_s") ? "the emitted top, one call per token" : "prefill", power.c_str());
   std::printf("  simulated      %.1f tokens/s decode\n", s["simulated"]["decode"]["tokens_per_s"].get<double>());
   // One differing token changes every later one: the figure is the length of the common prefix.

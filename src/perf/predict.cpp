@@ -868,6 +868,7 @@ nlohmann::json summary_json(const Prediction& p) {
                       {"notes", p.notes}};
   if (p.power.total_w > 0) j["power"] = p.power;
   if (p.card_prefill_s > 0) j["card_prefill_s"] = p.card_prefill_s;
+  j["time_to_first_token_s"] = p.time_to_first_token_s();
   if (p.kind == hw::Kind::fpga && p.cards > 1)
     j["communication"] = communication_json(p.decode_transfers, p.cards, p.scenario.batch);
   for (auto [name, ph] : {std::pair{"prefill_breakdown", &p.prefill}, std::pair{"decode_breakdown", &p.decode}})

@@ -118,6 +118,23 @@ std::optional<std::string> resolve_model(const std::string& text, const std::vec
   return identify_model(text);
 }
 
+// A device's id and aliases: the names a row may call it by.
+std::vector<std::string> names_of(const hw::Device& d) {
+  std::vector<std::string> names{d.id};
+  names.insert(names.end(), d.aliases.begin(), d.aliases.end());
+  return names;
+}
+
+// The lower-case runs of letters and digits of a text ("A100-SXM4-80GB" -> a100, sxm4, 80gb).
+std::vector<std::string> words_of(const std::string& s) {
+  static const std::regex alnum(R"([a-z0-9]+)");
+  std::vector<std::string> out;
+  const std::string l = lower(s);
+  for (auto it = std::sregex_iterator(l.begin(), l.end(), alnum); it != std::sregex_iterator(); ++it)
+    out.push_back(it->str());
+  return out;
+}
+
 // A GPU named somewhere in free text ("A100 W8A8 (1065 MHz listed)", "V100S (vLLM+...)").
 // Runs of up to three words are tried joined by '-' ("Jetson AGX Orin" -> jetson-agx-orin),
 // longest first at each position.
@@ -135,23 +152,13 @@ const hw::Device* find_gpu(const std::string& text) {
     }
   // Else the GPU whose id or alias has every part among the text's words ("A100-SXM4-80GB"
   // holds a100 and 80gb: a100-80gb), the one with the most parts.
-  auto parts = [](const std::string& s) {
-    std::vector<std::string> out;
-    static const std::regex alnum(R"([a-z0-9]+)");
-    const std::string l = lower(s);
-    for (auto it = std::sregex_iterator(l.begin(), l.end(), alnum); it != std::sregex_iterator(); ++it)
-      out.push_back(it->str());
-    return out;
-  };
-  const std::vector<std::string> in_text = parts(text);
+  const std::vector<std::string> in_text = words_of(text);
   const hw::Device* best = nullptr;
   std::size_t best_parts = 0;
   for (const auto& d : hw::devices()) {
     if (d.kind != hw::Kind::gpu) continue;
-    std::vector<std::string> keys{d.id};
-    keys.insert(keys.end(), d.aliases.begin(), d.aliases.end());
-    for (const auto& key : keys) {
-      const auto want = parts(key);
+    for (const auto& key : names_of(d)) {
+      const auto want = words_of(key);
       const bool all = !want.empty() && std::all_of(want.begin(), want.end(), [&](const std::string& w) {
         return std::find(in_text.begin(), in_text.end(), w) != in_text.end();
       });
@@ -189,9 +196,7 @@ const hw::Device* find_fpga(const std::string& text) {
   std::size_t best_len = 0;
   for (const auto& d : hw::devices()) {
     if (d.kind != hw::Kind::fpga) continue;
-    std::vector<std::string> keys{d.id};
-    keys.insert(keys.end(), d.aliases.begin(), d.aliases.end());
-    for (const auto& key : keys) {
+    for (const auto& key : names_of(d)) {
       const std::string k = flat(key);
       if (k.empty() || k.size() <= best_len) continue;
       const bool found = k.size() <= 3 ? whole_word(lower(key)) : t_flat.find(k) != std::string::npos;
