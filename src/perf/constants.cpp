@@ -81,6 +81,25 @@ void load_memory_latencies(Constants& c, const std::string& path) {
   read("DDR", c.ddr_first_access_ns);
 }
 
+ConstantFit read_fit(const std::string& path, const std::string& name, const nlohmann::json& f) {
+  ConstantFit out;
+  try {
+    out.min = f.at("min").get<double>();
+    out.max = f.at("max").get<double>();
+    out.step = f.at("step").get<double>();
+    out.derivation = f.at("derivation").get<double>();
+    out.derivation_source = f.at("derivation_source").get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    throw fpgallm::InputError(path, fmt::format("constant '{}': \"fit\" needs numeric min, max, step, derivation and a "
+                                                "derivation_source", name));
+  }
+  if (!(out.min >= 0 && out.step > 0 && out.max >= out.min && (out.max - out.min) / out.step <= 1000) ||
+      out.derivation_source.empty())
+    throw fpgallm::InputError(path, fmt::format("constant '{}': \"fit\" grid [{}, {}] step {} is not a grid of at most "
+                                                "1000 steps from 0 up", name, out.min, out.max, out.step));
+  return out;
+}
+
 }  // namespace
 
 Constants load_constants(const std::string& path) {
@@ -100,6 +119,9 @@ Constants load_constants(const std::string& path) {
     slot->unit = e.value("unit", "");
     slot->source = e["source"].get<std::string>();
     if (!(slot->value >= 0)) throw fpgallm::InputError(path, fmt::format("constant '{}' is negative", name));
+    if (e.contains("fit")) slot->fit = read_fit(path, name, e["fit"]);
+    else if (slot->source.rfind("FIT", 0) == 0)
+      throw fpgallm::InputError(path, fmt::format("constant '{}' is marked FIT but has no \"fit\" (grid and derivation)", name));
   }
   for (const char* fraction :
        {"memory_efficiency", "onchip_usable_fraction", "host_cpu_efficiency", "gpu_compute_efficiency",

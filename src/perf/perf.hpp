@@ -7,6 +7,7 @@
 // (same workload, documented efficiency factors) use the same Prediction. Every
 // Prediction carries the assumptions it rests on and never exceeds the peak arithmetic or
 // memory bandwidth of its hardware. Equations and sources: docs/performance-model.md.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,11 +22,22 @@
 
 namespace perf {
 
+// How a fitted constant is fitted (data/perf_model.json "fit"): the grid `fpgallm validate`
+// searches for the value with the least median |error| over the timing rows of the CSV it
+// is given (ties: least mean |error|, then nearest the derivation), and the value the
+// design's structure gives without a fit, with where it comes from.
+struct ConstantFit {
+  double min = 0, max = 0, step = 0;
+  double derivation = 0;
+  std::string derivation_source;
+};
+
 // One constant of the model, as read from data/perf_model.json.
 struct Constant {
   double value = 0;
   std::string unit;
   std::string source;
+  std::optional<ConstantFit> fit;  // set for the constants fitted over published rows
 };
 
 // The GPU software stacks a baseline can name, each with its own per-layer host overhead

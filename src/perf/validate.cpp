@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -232,8 +233,9 @@ std::optional<std::string> gpu_scheme(const std::string& text) {
 
 struct PublishedDesign {
   arch::Design design;
-  std::string model;   // preset
-  std::string scheme;  // quant scheme of the workload
+  std::string model;          // preset
+  std::string scheme;         // quant scheme of the workload
+  std::string design_source;  // the source whose design this file describes (cross-validation group)
 };
 
 struct LoadedDesign {
@@ -248,8 +250,15 @@ LoadedDesign load_published(const std::string& dir, const std::string& source_id
   const std::string path = dir + "/" + source_id + ".json";
   if (!std::filesystem::exists(path)) return out;
   try {
-    const nlohmann::json j = fpgallm::read_json_file(path, "the published design");
+    nlohmann::json j = fpgallm::read_json_file(path, "the published design");
     PublishedDesign p;
+    p.design_source = source_id.substr(0, source_id.find('@'));
+    if (j.contains("design_source")) {  // a rerun or a re-report of another source's design
+      if (!j["design_source"].is_string() || j["design_source"].get<std::string>().empty())
+        throw std::invalid_argument("\"design_source\" must name the source_id whose design the file describes");
+      p.design_source = j["design_source"];
+      j.erase("design_source");
+    }
     arch::from_json(j, p.design);
     if (auto problems = p.design.model_problems(); !problems.empty()) throw std::invalid_argument(problems.front());
     if (j.contains("model") && j["model"].is_string()) p.model = j["model"];
@@ -408,6 +417,189 @@ std::optional<double> resource_count(const std::string& cell, double device_tota
   return std::nullopt;
 }
 
+
+// A predicted row as a function of the model's constants.
+struct RowModel {
+  std::function<double(const Constants&)> predict;
+};
+
+// A row's prediction in the fitted constants x: the time the metric measures (a latency,
+// or the inverse of a rate) is the time with every fitted constant at 0 plus each constant
+// times its slope, since each one is a fixed latency added to the operations' times.
+struct LinearRow {
+  bool fpga = false;
+  bool rate = false;  // the metric is work / time (tok/s, GFLOP/s)
+  double measured = 0;
+  double base = 0;
+  std::vector<double> slope;
+  double at(const std::vector<double>& x) const {
+    double t = base;
+    for (std::size_t k = 0; k < x.size(); ++k) t += slope[k] * x[k];
+    return rate ? 1 / t : t;
+  }
+  double error(const std::vector<double>& x) const { return at(x) / measured - 1; }
+};
+
+using Fitted = std::vector<std::pair<std::string, Constant*>>;
+
+Fitted fitted_constants(Constants& c) {
+  Fitted out;
+  for (auto& [name, ptr] : c.named())
+    if (ptr->fit) out.push_back({name, const_cast<Constant*>(ptr)});
+  return out;
+}
+
+std::vector<double> shipped_values(const Constants& shipped) {
+  std::vector<double> x;
+  for (const auto& [name, k] : shipped.named())
+    if (k->fit) x.push_back(k->value);
+  return x;
+}
+
+// The grid point with the least median |error| over the FPGA rows of `rows` selected by
+// `use` (ties: least mean |error|, then nearest the derivations in grid steps).
+std::vector<double> fit_grid(const std::vector<LinearRow>& rows, const std::vector<bool>& use,
+                             const std::vector<ConstantFit>& grids) {
+  const std::size_t K = grids.size();
+  std::vector<int> steps(K), at(K, 0);
+  for (std::size_t k = 0; k < K; ++k) steps[k] = int(std::floor((grids[k].max - grids[k].min) / grids[k].step + 1e-9)) + 1;
+  // A constant no row of the fit depends on (a launch cost where no design is host-launched)
+  // is not determined by them: it stays at its derivation.
+  std::vector<ConstantFit> g = grids;
+  for (std::size_t k = 0; k < K; ++k) {
+    bool seen = false;
+    for (std::size_t i = 0; i < rows.size(); ++i) seen = seen || (use[i] && rows[i].fpga && rows[i].slope[k] != 0);
+    if (!seen) {
+      g[k].min = g[k].max = g[k].derivation;
+      steps[k] = 1;
+    }
+  }
+  std::vector<double> x(K), best(K);
+  for (std::size_t k = 0; k < K; ++k) best[k] = grids[k].derivation;
+  double best_median = std::numeric_limits<double>::infinity(), best_mean = best_median, best_distance = best_median;
+  std::vector<double> errors;
+  for (;;) {
+    for (std::size_t k = 0; k < K; ++k) x[k] = g[k].min + at[k] * g[k].step;
+    errors.clear();
+    double sum = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (use[i] && rows[i].fpga) {
+        errors.push_back(std::fabs(std::log(rows[i].at(x) / rows[i].measured)));
+        sum += errors.back();
+      }
+    if (!errors.empty()) {
+      const double mean = sum / double(errors.size()), median = mean;
+      double distance = 0;
+      for (std::size_t k = 0; k < K; ++k) distance += std::fabs(x[k] - grids[k].derivation) / grids[k].step;
+      const double tol = 1e-12;
+      const bool better = median < best_median - tol ||
+                          (median <= best_median + tol &&
+                           (mean < best_mean - tol || (mean <= best_mean + tol && distance < best_distance)));
+      if (better) {
+        best = x;
+        best_median = median;
+        best_mean = mean;
+        best_distance = distance;
+      }
+    }
+    std::size_t k = 0;
+    while (k < K && ++at[k] == steps[k]) at[k++] = 0;
+    if (k == K) break;
+  }
+  return best;
+}
+
+std::vector<LinearRow> linearize(const Validation& v, const std::vector<RowModel>& models, const Constants& shipped) {
+  Constants c = shipped;
+  const Fitted fitted = fitted_constants(c);
+  std::vector<LinearRow> out;
+  for (std::size_t i = 0; i < v.rows.size(); ++i) {
+    const ValidationRow& r = v.rows[i];
+    LinearRow lr;
+    lr.fpga = r.kind == "fpga";
+    lr.rate = r.unit != "ms";
+    lr.measured = r.measured;
+    auto time_of = [&](double metric) { return lr.rate ? 1 / metric : metric; };
+    for (auto& [name, k] : fitted) k->value = 0;
+    lr.base = time_of(models[i].predict(c));
+    for (auto& [name, k] : fitted) {
+      k->value = k->fit->max > 0 ? k->fit->max : 1;
+      lr.slope.push_back((time_of(models[i].predict(c)) - lr.base) / k->value);
+      k->value = 0;
+    }
+    const double recon = lr.at(shipped_values(shipped));
+    if (std::fabs(recon - r.predicted) > 1e-6 * std::fabs(r.predicted))
+      throw std::logic_error(fmt::format("validate: line {} is not linear in the fitted constants ({} against {})", r.line,
+                                         recon, r.predicted));
+    out.push_back(lr);
+  }
+  return out;
+}
+
+CrossValidation cross_validate(Validation& v, const std::vector<RowModel>& models, const Constants& shipped) {
+  CrossValidation cv;
+  std::vector<ConstantFit> grids;
+  for (const auto& [name, k] : shipped.named())
+    if (k->fit) {
+      grids.push_back(*k->fit);
+      cv.constants.push_back({name, k->unit, k->value, 0, k->fit->derivation, k->fit->derivation_source, {}, 0});
+    }
+  const std::vector<LinearRow> rows = linearize(v, models, shipped);
+  for (const auto& r : v.rows)
+    if (std::find(cv.groups.begin(), cv.groups.end(), r.group) == cv.groups.end()) cv.groups.push_back(r.group);
+  const std::size_t K = grids.size();
+  // Held-out errors of every row with the constants in `fixed` (index -> value) kept there
+  // and the others refitted without the row's group.
+  auto held_out = [&](const std::map<std::size_t, double>& fixed, std::vector<std::vector<double>>* values) {
+    std::vector<ConstantFit> g = grids;
+    for (const auto& [k, value] : fixed) g[k] = {value, value, 1, value, g[k].derivation_source};
+    std::vector<double> errors(rows.size());
+    for (const std::string& group : cv.groups) {
+      std::vector<bool> use(rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) use[i] = v.rows[i].group != group;
+      const std::vector<double> x = fit_grid(rows, use, g);
+      if (values) values->push_back(x);
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        if (!use[i]) errors[i] = rows[i].error(x);
+    }
+    return errors;
+  };
+  auto fpga_median = [&](const std::vector<double>& errors) {
+    std::vector<double> e;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].fpga) e.push_back(errors[i]);
+    return median_abs(e);
+  };
+  std::vector<std::vector<double>> per_group;
+  const std::vector<double> errors = held_out({}, &per_group);
+  for (std::size_t g = 0; g < cv.groups.size(); ++g)
+    for (std::size_t k = 0; k < K; ++k) cv.constants[k].without[cv.groups[g]] = per_group[g][k];
+  std::vector<double> fpga, gpu;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    (rows[i].fpga ? fpga : gpu).push_back(errors[i]);
+    v.rows[i].error_held_out = errors[i];
+    v.rows[i].predicted_held_out = rows[i].measured * (1 + errors[i]);
+  }
+  cv.median_abs_error_fpga = median_abs(fpga);
+  cv.median_abs_error_gpu = median_abs(gpu);
+  cv.median_abs_error = median_abs(errors);
+  const std::vector<double> all = fit_grid(rows, std::vector<bool>(rows.size(), true), grids);
+  std::vector<double> derivations, refit_errors, derived_errors;
+  for (std::size_t k = 0; k < K; ++k) {
+    cv.constants[k].fitted = all[k];
+    derivations.push_back(grids[k].derivation);
+    cv.constants[k].median_abs_error_fpga_at_derivation = fpga_median(held_out({{k, grids[k].derivation}}, nullptr));
+  }
+  for (const auto& r : rows)
+    if (r.fpga) {
+      refit_errors.push_back(r.error(all));
+      derived_errors.push_back(r.error(derivations));
+    }
+  cv.median_abs_error_fpga_refit = median_abs(refit_errors);
+  cv.median_abs_error_fpga_derivation = median_abs(derived_errors);
+  cv.median_abs_error_resource = v.median_abs_error_resource;
+  return cv;
+}
 }  // namespace
 
 Validation validate(const std::string& csv_path, const std::string& designs_dir) {
@@ -419,6 +611,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
   const auto aliases = model_aliases(designs_dir);
 
   Validation v;
+  std::vector<RowModel> models;  // one per row of v.rows
   std::vector<double> fpga_errors, gpu_errors, all_errors;
   std::map<std::string, std::vector<double>> resource_errors;
   std::set<std::string> resources_done;
@@ -484,13 +677,20 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       try {
         const model::Config cfg = *model::find_preset(*model_name);
         const graph::Precision prec = graph::parse_scheme(published->scheme);
-        const double predicted =
-            predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) { return predict(d, *fpga_dev, w, constants(), Hardware::published_accelerator); });
+        const hw::Device* dev = fpga_dev;
+        auto with = [d, dev, cfg, prec, req, name = metric->name](const Constants& c) {
+          return predict_metric(name, cfg, prec, req, [&](const Workloads& w) {
+            return predict(d, *dev, w, c, Hardware::published_accelerator);
+          });
+        };
+        const double predicted = with(constants());
         ValidationRow row{line, source, "fpga", fpga_dev->id, *model_name, published->scheme, metric->name, metric->unit,
                           cards, req.batch, req.prompt, req.generate, *measured, predicted,
                           (predicted - *measured) / *measured, {}, d.kernel_gaps()};
+        row.group = published->design_source;
         fpga_errors.push_back(row.error);
         v.rows.push_back(row);
+        models.push_back({with});
       } catch (const std::exception& e) {
         return skip("fpga", metric->name, std::string("not predictable: ") + e.what());
       }
@@ -565,16 +765,21 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       try {
         const model::Config cfg = *model::find_preset(*model_name);
         const graph::Precision prec = graph::parse_scheme(*scheme);
-        const double predicted = predict_metric(metric->name, cfg, prec, req, [&](const Workloads& w) {
-          const Prediction p = predict_gpu(*gpu, w, cards, stack);
-          if (!p.fits_memory) throw std::invalid_argument(p.placement);
-          return p;
-        });
+        auto with = [gpu, cfg, prec, req, cards, stack, name = metric->name](const Constants& c) {
+          return predict_metric(name, cfg, prec, req, [&](const Workloads& w) {
+            const Prediction p = predict_gpu(*gpu, w, cards, stack, c);
+            if (!p.fits_memory) throw std::invalid_argument(p.placement);
+            return p;
+          });
+        };
+        const double predicted = with(constants());
         ValidationRow row{line, source, "gpu", gpu->id, *model_name, *scheme, metric->name, metric->unit, cards,
                           req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured,
                           std::string(to_string(stack)) + (named ? "" : " (none named: eager assumed)"), {}};
+        row.group = published ? published->design_source : source;
         gpu_errors.push_back(row.error);
         v.rows.push_back(row);
+        models.push_back({with});
       } catch (const std::exception& e) {
         return skip("gpu", metric->name, std::string("not predictable: ") + e.what());
       }
@@ -585,6 +790,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
   v.median_abs_error_gpu = median_abs(gpu_errors);
   v.median_abs_error = median_abs(all_errors);
   for (const auto& [kind, errors] : resource_errors) v.median_abs_error_resource[kind] = median_abs(errors);
+  v.cross_validation = cross_validate(v, models, constants());
   return v;
 }
 
@@ -597,7 +803,9 @@ void to_json(nlohmann::json& j, const Validation& v) {
                          {"metric", r.metric},     {"unit", r.unit},           {"cards", r.cards},
                          {"batch", r.batch},       {"prompt", r.prompt},       {"generate", r.generate},
                          {"measured", r.measured}, {"predicted", r.predicted}, {"error", r.error},
-                         {"stack", r.stack},       {"kernel_gaps", r.kernel_gaps}});
+                         {"stack", r.stack},       {"kernel_gaps", r.kernel_gaps},
+                         {"group", r.group},       {"predicted_held_out", r.predicted_held_out},
+                         {"error_held_out", r.error_held_out}});
   j["skipped"] = nlohmann::json::array();
   for (const auto& s : v.skipped)
     j["skipped"].push_back({{"line", s.line}, {"source_id", s.source_id}, {"kind", s.kind}, {"metric", s.metric}, {"reason", s.reason}});
@@ -610,6 +818,25 @@ void to_json(nlohmann::json& j, const Validation& v) {
   j["median_abs_error_fpga"] = v.median_abs_error_fpga;
   j["median_abs_error_gpu"] = v.median_abs_error_gpu;
   j["median_abs_error"] = v.median_abs_error;
+  const CrossValidation& cv = v.cross_validation;
+  nlohmann::json constants = nlohmann::json::array();
+  for (const auto& k : cv.constants)
+    constants.push_back({{"name", k.name},
+                         {"unit", k.unit},
+                         {"shipped", k.shipped},
+                         {"fitted", k.fitted},
+                         {"derivation", k.derivation},
+                         {"derivation_source", k.derivation_source},
+                         {"fitted_without", k.without},
+                         {"median_abs_error_fpga_at_derivation", k.median_abs_error_fpga_at_derivation}});
+  j["leave_one_source_out"] = {{"groups", cv.groups},
+                               {"constants", constants},
+                               {"median_abs_error_fpga", cv.median_abs_error_fpga},
+                               {"median_abs_error_gpu", cv.median_abs_error_gpu},
+                               {"median_abs_error", cv.median_abs_error},
+                               {"median_abs_error_fpga_refit_in_sample", cv.median_abs_error_fpga_refit},
+                               {"median_abs_error_fpga_all_at_derivation", cv.median_abs_error_fpga_derivation},
+                               {"median_abs_error_resource", cv.median_abs_error_resource}};
 }
 
 }  // namespace perf

@@ -27,6 +27,40 @@ struct ValidationRow {
   double error = 0;           // (predicted - measured) / measured
   std::string stack;          // GPU rows: the software stack charged
   std::vector<std::string> kernel_gaps;  // FPGA rows: what the kernels could not run (predicted anyway)
+  // Leave-one-source-out: the group held out (the source whose design the row measures),
+  // and the prediction with every fitted constant refitted on the other groups' rows.
+  std::string group;
+  double predicted_held_out = 0;
+  double error_held_out = 0;
+};
+
+// A constant of data/perf_model.json fitted over the timing rows (Constant::fit).
+struct FittedConstant {
+  std::string name, unit;
+  double shipped = 0;                    // data/perf_model.json
+  double fitted = 0;                     // refitted over all rows of this CSV
+  double derivation = 0;                 // from the design's structure, no fit
+  std::string derivation_source;
+  std::map<std::string, double> without;  // group held out -> value fitted on the rest
+  // FPGA median |error| with leave-one-source-out refits of every other fitted constant and
+  // this one at its derivation: when below the cross-validated median, fitting this constant
+  // does not pay on rows the fit never saw.
+  double median_abs_error_fpga_at_derivation = 0;
+};
+
+// How the model does on sources it was not fitted on: each group's rows predicted with the
+// fitted constants refitted without that group.
+struct CrossValidation {
+  std::vector<FittedConstant> constants;
+  std::vector<std::string> groups;
+  double median_abs_error_fpga = 0;
+  double median_abs_error_gpu = 0;
+  double median_abs_error = 0;
+  double median_abs_error_fpga_refit = 0;       // in-sample with the refit over all rows
+  double median_abs_error_fpga_derivation = 0;  // every fitted constant at its derivation
+  // Resource counts: the resource model has no constant fitted to these rows, so the
+  // held-out median is the in-sample one (stated, not recomputed).
+  std::map<std::string, double> median_abs_error_resource;
 };
 
 // The preset a published row's free-text model name (with its params column) means, when
@@ -63,6 +97,7 @@ struct Validation {
   double median_abs_error = 0;  // all predicted rows
   std::vector<ResourceRow> resources;
   std::map<std::string, double> median_abs_error_resource;  // per resource kind
+  CrossValidation cross_validation;
 };
 
 // Never aborts on one row: a row that cannot be predicted (its design file cannot be read
