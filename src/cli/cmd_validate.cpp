@@ -21,13 +21,13 @@ void run(const ValidateArgs& a) {
     cli::print_json(v);
     return;
   }
-  std::printf("%-5s %-32s %-4s %-9s %-11s %-24s %5s %5s %10s %10s %8s\n", "line", "source", "kind", "device", "model",
-              "metric", "cards", "len", "measured", "predicted", "error");
+  std::printf("%-5s %-32s %-4s %-9s %-11s %-24s %5s %5s %10s %10s %8s %10s\n", "line", "source", "kind", "device", "model",
+              "metric", "cards", "len", "measured", "predicted", "error", "held out");
   for (const auto& r : v.rows) {
     const std::string len = r.prompt || r.generate ? fmt::format("{}:{}", r.prompt, r.generate) : "-";
-    std::printf("%-5d %-32s %-4s %-9s %-11s %-24s %5d %5s %10.2f %10.2f %+7.1f%%\n", r.line, r.source_id.c_str(),
+    std::printf("%-5d %-32s %-4s %-9s %-11s %-24s %5d %5s %10.2f %10.2f %+7.1f%% %+9.1f%%\n", r.line, r.source_id.c_str(),
                 r.kind.c_str(), r.device.c_str(), r.model.c_str(), (r.metric + " [" + r.unit + "]").c_str(), r.cards,
-                len.c_str(), r.measured, r.predicted, 100 * r.error);
+                len.c_str(), r.measured, r.predicted, 100 * r.error, 100 * r.error_held_out);
   }
   if (!v.resources.empty()) {
     std::printf("\nresources (published design files through the resource model):\n");
@@ -43,10 +43,30 @@ void run(const ValidateArgs& a) {
   }
   std::size_t fpga = 0, gpu = 0;
   for (const auto& r : v.rows) (r.kind == "fpga" ? fpga : gpu)++;
-  std::printf("\nmedian |error|: FPGA rows %.1f%% (%zu), GPU rows %.1f%% (%zu)\n", 100 * v.median_abs_error_fpga, fpga,
-              100 * v.median_abs_error_gpu, gpu);
-  for (const auto& [kind, e] : v.median_abs_error_resource) std::printf("median |error| of %s counts: %.1f%%\n", kind.c_str(), 100 * e);
-  std::printf("median |error| over all %zu predicted rows: %.1f%%\n", v.rows.size(), 100 * v.median_abs_error);
+  const perf::CrossValidation& cv = v.cross_validation;
+  const perf::CrossValidation& cd = v.cross_validation_by_design;
+  std::printf("\nfitted constants (least mean |log(predicted/measured)| over the FPGA timing rows, data/perf_model.json \"fit\"):\n");
+  std::printf("  %-18s %12s %12s %12s %26s  refitted without each source\n", "constant", "shipped", "refit", "derivation",
+              "LOSO FPGA median at deriv.");
+  for (const auto& k : cv.constants) {
+    std::string without;
+    for (const auto& [group, value] : k.without) without += fmt::format("{}{}={:g}", without.empty() ? "" : ", ", group, value);
+    std::printf("  %-18s %12g %12g %12g %25.1f%%  %s\n", k.name.c_str(), k.shipped, k.fitted, k.derivation,
+                100 * k.median_abs_error_fpga_at_derivation, without.c_str());
+  }
+  std::printf("  every fitted constant at its derivation: FPGA median %.1f%% (no fit at all)\n",
+              100 * cv.median_abs_error_fpga_derivation);
+  std::printf("\nmedian |error|               in-sample  leave-one-source-out  leave-one-design-out\n");
+  std::printf("  FPGA timing (%2zu rows)       %6.1f%%  %20.1f%%  %20.1f%%\n", fpga, 100 * v.median_abs_error_fpga,
+              100 * cv.median_abs_error_fpga, 100 * cd.median_abs_error_fpga);
+  std::printf("  GPU (%2zu rows)               %6.1f%%  %20.1f%%  %20.1f%%   (no GPU constant is fitted)\n", gpu,
+              100 * v.median_abs_error_gpu, 100 * cv.median_abs_error_gpu, 100 * cd.median_abs_error_gpu);
+  for (const auto& [kind, e] : v.median_abs_error_resource)
+    std::printf("  %-6s counts               %6.1f%%  %20.1f%%  %20.1f%%   (the resource model has no constant fitted to these rows)\n",
+                kind.c_str(), 100 * e, 100 * cv.median_abs_error_resource.at(kind), 100 * cd.median_abs_error_resource.at(kind));
+  std::printf("median |error| over all %zu predicted rows: %.1f%% in-sample, %.1f%% leave-one-source-out, %.1f%% "
+              "leave-one-design-out\n", v.rows.size(), 100 * v.median_abs_error, 100 * cv.median_abs_error,
+              100 * cd.median_abs_error);
 }
 
 void setup(CLI::App& root) {

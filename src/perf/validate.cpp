@@ -536,8 +536,11 @@ std::vector<LinearRow> linearize(const Validation& v, const std::vector<RowModel
   return out;
 }
 
-CrossValidation cross_validate(Validation& v, const std::vector<RowModel>& models, const Constants& shipped) {
+CrossValidation cross_validate(Validation& v, const std::vector<RowModel>& models, const Constants& shipped,
+                               bool by_design) {
   CrossValidation cv;
+  cv.grouping = by_design ? "design" : "source";
+  auto group_of = [&](const ValidationRow& r) { return by_design ? r.design : r.source_id; };
   std::vector<ConstantFit> grids;
   for (const auto& [name, k] : shipped.named())
     if (k->fit) {
@@ -546,7 +549,7 @@ CrossValidation cross_validate(Validation& v, const std::vector<RowModel>& model
     }
   const std::vector<LinearRow> rows = linearize(v, models, shipped);
   for (const auto& r : v.rows)
-    if (std::find(cv.groups.begin(), cv.groups.end(), r.group) == cv.groups.end()) cv.groups.push_back(r.group);
+    if (std::find(cv.groups.begin(), cv.groups.end(), group_of(r)) == cv.groups.end()) cv.groups.push_back(group_of(r));
   const std::size_t K = grids.size();
   // Held-out errors of every row with the constants in `fixed` (index -> value) kept there
   // and the others refitted without the row's group.
@@ -556,7 +559,7 @@ CrossValidation cross_validate(Validation& v, const std::vector<RowModel>& model
     std::vector<double> errors(rows.size());
     for (const std::string& group : cv.groups) {
       std::vector<bool> use(rows.size());
-      for (std::size_t i = 0; i < rows.size(); ++i) use[i] = v.rows[i].group != group;
+      for (std::size_t i = 0; i < rows.size(); ++i) use[i] = group_of(v.rows[i]) != group;
       const std::vector<double> x = fit_grid(rows, use, g);
       if (values) values->push_back(x);
       for (std::size_t i = 0; i < rows.size(); ++i)
@@ -577,6 +580,7 @@ CrossValidation cross_validate(Validation& v, const std::vector<RowModel>& model
   std::vector<double> fpga, gpu;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     (rows[i].fpga ? fpga : gpu).push_back(errors[i]);
+    if (by_design) continue;
     v.rows[i].error_held_out = errors[i];
     v.rows[i].predicted_held_out = rows[i].measured * (1 + errors[i]);
   }
@@ -687,7 +691,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
         ValidationRow row{line, source, "fpga", fpga_dev->id, *model_name, published->scheme, metric->name, metric->unit,
                           cards, req.batch, req.prompt, req.generate, *measured, predicted,
                           (predicted - *measured) / *measured, {}, d.kernel_gaps()};
-        row.group = published->design_source;
+        row.design = published->design_source;
         fpga_errors.push_back(row.error);
         v.rows.push_back(row);
         models.push_back({with});
@@ -776,7 +780,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
         ValidationRow row{line, source, "gpu", gpu->id, *model_name, *scheme, metric->name, metric->unit, cards,
                           req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured,
                           std::string(to_string(stack)) + (named ? "" : " (none named: eager assumed)"), {}};
-        row.group = published ? published->design_source : source;
+        row.design = published ? published->design_source : source;
         gpu_errors.push_back(row.error);
         v.rows.push_back(row);
         models.push_back({with});
@@ -790,7 +794,8 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
   v.median_abs_error_gpu = median_abs(gpu_errors);
   v.median_abs_error = median_abs(all_errors);
   for (const auto& [kind, errors] : resource_errors) v.median_abs_error_resource[kind] = median_abs(errors);
-  v.cross_validation = cross_validate(v, models, constants());
+  v.cross_validation = cross_validate(v, models, constants(), false);
+  v.cross_validation_by_design = cross_validate(v, models, constants(), true);
   return v;
 }
 
@@ -804,7 +809,7 @@ void to_json(nlohmann::json& j, const Validation& v) {
                          {"batch", r.batch},       {"prompt", r.prompt},       {"generate", r.generate},
                          {"measured", r.measured}, {"predicted", r.predicted}, {"error", r.error},
                          {"stack", r.stack},       {"kernel_gaps", r.kernel_gaps},
-                         {"group", r.group},       {"predicted_held_out", r.predicted_held_out},
+                         {"design", r.design},      {"predicted_held_out", r.predicted_held_out},
                          {"error_held_out", r.error_held_out}});
   j["skipped"] = nlohmann::json::array();
   for (const auto& s : v.skipped)
@@ -818,25 +823,28 @@ void to_json(nlohmann::json& j, const Validation& v) {
   j["median_abs_error_fpga"] = v.median_abs_error_fpga;
   j["median_abs_error_gpu"] = v.median_abs_error_gpu;
   j["median_abs_error"] = v.median_abs_error;
-  const CrossValidation& cv = v.cross_validation;
-  nlohmann::json constants = nlohmann::json::array();
-  for (const auto& k : cv.constants)
-    constants.push_back({{"name", k.name},
-                         {"unit", k.unit},
-                         {"shipped", k.shipped},
-                         {"fitted", k.fitted},
-                         {"derivation", k.derivation},
-                         {"derivation_source", k.derivation_source},
-                         {"fitted_without", k.without},
-                         {"median_abs_error_fpga_at_derivation", k.median_abs_error_fpga_at_derivation}});
-  j["leave_one_source_out"] = {{"groups", cv.groups},
-                               {"constants", constants},
-                               {"median_abs_error_fpga", cv.median_abs_error_fpga},
-                               {"median_abs_error_gpu", cv.median_abs_error_gpu},
-                               {"median_abs_error", cv.median_abs_error},
-                               {"median_abs_error_fpga_refit_in_sample", cv.median_abs_error_fpga_refit},
-                               {"median_abs_error_fpga_all_at_derivation", cv.median_abs_error_fpga_derivation},
-                               {"median_abs_error_resource", cv.median_abs_error_resource}};
+  auto cv_json = [](const CrossValidation& cv) {
+    nlohmann::json constants = nlohmann::json::array();
+    for (const auto& k : cv.constants)
+      constants.push_back({{"name", k.name},
+                           {"unit", k.unit},
+                           {"shipped", k.shipped},
+                           {"fitted", k.fitted},
+                           {"derivation", k.derivation},
+                           {"derivation_source", k.derivation_source},
+                           {"fitted_without", k.without},
+                           {"median_abs_error_fpga_at_derivation", k.median_abs_error_fpga_at_derivation}});
+    return nlohmann::json{{"groups", cv.groups},
+                          {"constants", constants},
+                          {"median_abs_error_fpga", cv.median_abs_error_fpga},
+                          {"median_abs_error_gpu", cv.median_abs_error_gpu},
+                          {"median_abs_error", cv.median_abs_error},
+                          {"median_abs_error_fpga_refit_in_sample", cv.median_abs_error_fpga_refit},
+                          {"median_abs_error_fpga_all_at_derivation", cv.median_abs_error_fpga_derivation},
+                          {"median_abs_error_resource", cv.median_abs_error_resource}};
+  };
+  j["leave_one_source_out"] = cv_json(v.cross_validation);
+  j["leave_one_design_out"] = cv_json(v.cross_validation_by_design);
 }
 
 }  // namespace perf

@@ -27,9 +27,10 @@ struct ValidationRow {
   double error = 0;           // (predicted - measured) / measured
   std::string stack;          // GPU rows: the software stack charged
   std::vector<std::string> kernel_gaps;  // FPGA rows: what the kernels could not run (predicted anyway)
-  // Leave-one-source-out: the group held out (the source whose design the row measures),
-  // and the prediction with every fitted constant refitted on the other groups' rows.
-  std::string group;
+  // Leave-one-source-out: the prediction with every fitted constant refitted on the rows of
+  // the other sources. `design` is the source whose design the row measures (a rerun or a
+  // re-report names the original, design_source), the group of leave-one-design-out.
+  std::string design;
   double predicted_held_out = 0;
   double error_held_out = 0;
 };
@@ -48,9 +49,11 @@ struct FittedConstant {
   double median_abs_error_fpga_at_derivation = 0;
 };
 
-// How the model does on sources it was not fitted on: each group's rows predicted with the
-// fitted constants refitted without that group.
+// How the model does on sources it was not fitted on: each group's rows (a source's, or
+// every source's that measured one design) predicted with the fitted constants refitted
+// without that group.
 struct CrossValidation {
+  std::string grouping;  // "source" or "design"
   std::vector<FittedConstant> constants;
   std::vector<std::string> groups;
   double median_abs_error_fpga = 0;
@@ -97,7 +100,8 @@ struct Validation {
   double median_abs_error = 0;  // all predicted rows
   std::vector<ResourceRow> resources;
   std::map<std::string, double> median_abs_error_resource;  // per resource kind
-  CrossValidation cross_validation;
+  CrossValidation cross_validation;            // leave one source out (ValidationRow::*_held_out)
+  CrossValidation cross_validation_by_design;  // leave one design out: stricter, a rerun's original held out with it
 };
 
 // Never aborts on one row: a row that cannot be predicted (its design file cannot be read

@@ -7,12 +7,15 @@
 #include <map>
 #include <iterator>
 
+#include <nlohmann/json.hpp>
+
 #include "hw/device.hpp"
 #include "model/presets.hpp"
 #include "perf/perf.hpp"
 #include "perf/validate.hpp"
 #include "testing.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 #include "util/paths.hpp"
 
 namespace {
@@ -576,3 +579,48 @@ TEST(Perf, ValidateCommandPrintsMedianLast) {
 }
 
 }  // namespace
+
+// Every constant data/perf_model.json marks fitted carries its leave-one-source-out error,
+// and the figures stored there are the ones validate computes now (not a stale copy); the
+// fit over the shipped rows returns the shipped value; a constant whose derivation does
+// better on held-out sources than its fit would have been replaced by the derivation.
+TEST(Perf, FittedConstantsCarryTheirCrossValidatedError) {
+  const nlohmann::json j = fpgallm::read_json_file(fpgallm::data_dir() + "/perf_model.json", "constants");
+  const perf::Validation v = perf::validate(fpgallm::data_dir() + "/published_results.csv", fpgallm::data_dir() + "/published");
+  const perf::CrossValidation& cv = v.cross_validation;
+  int fitted = 0;
+  for (const auto& [name, e] : j.at("constants").items()) {
+    const bool marked = e.at("source").get<std::string>().rfind("FIT", 0) == 0;
+    EXPECT_EQ(marked, e.contains("fit")) << name << ": a FIT source and a \"fit\" object go together";
+    if (!e.contains("fit")) continue;
+    ++fitted;
+    ASSERT_TRUE(e["fit"].contains("cross_validated")) << name << " has no cross-validated error beside it";
+    const auto& stored = e["fit"]["cross_validated"];
+    const auto it = std::find_if(cv.constants.begin(), cv.constants.end(), [&](const auto& k) { return k.name == name; });
+    ASSERT_NE(it, cv.constants.end()) << name << " is not cross-validated by validate";
+    EXPECT_NEAR(stored.at("median_abs_error_fpga").get<double>(), cv.median_abs_error_fpga, 5e-4) << name;
+    EXPECT_NEAR(stored.at("median_abs_error_fpga_at_derivation").get<double>(), it->median_abs_error_fpga_at_derivation, 5e-4)
+        << name;
+    EXPECT_NEAR(stored.at("in_sample_median_abs_error_fpga").get<double>(), v.median_abs_error_fpga, 5e-4) << name;
+    EXPECT_NEAR(it->fitted, e.at("value").get<double>(), 1e-9 + 1e-9 * std::fabs(it->fitted)) << name << ": the fit moved";
+    EXPECT_GE(it->median_abs_error_fpga_at_derivation, cv.median_abs_error_fpga)
+        << name << ": its derivation does better on held-out sources than its fit; ship the derivation";
+    EXPECT_EQ(it->without.size(), cv.groups.size()) << name;
+  }
+  EXPECT_EQ(fitted, int(cv.constants.size()));
+  EXPECT_GT(fitted, 0);
+}
+
+TEST(Perf, CrossValidatedMediansWithinBound) {
+  const perf::Validation v = perf::validate(fpgallm::data_dir() + "/published_results.csv", fpgallm::data_dir() + "/published");
+  EXPECT_LE(v.cross_validation.median_abs_error_fpga, 0.15);
+  EXPECT_LE(v.cross_validation.median_abs_error_gpu, 0.10);
+  EXPECT_GE(v.cross_validation.groups.size(), 5u);
+  // Leave-one-design-out holds a rerun or a re-report out with its original source.
+  EXPECT_LT(v.cross_validation_by_design.groups.size(), v.cross_validation.groups.size());
+  for (const auto& r : v.rows) {
+    EXPECT_GT(r.predicted_held_out, 0) << "line " << r.line;
+    EXPECT_NEAR(r.error_held_out, r.predicted_held_out / r.measured - 1, 1e-9);
+    if (r.kind == "gpu") EXPECT_NEAR(r.error_held_out, r.error, 1e-9) << "line " << r.line << ": no GPU constant is fitted";
+  }
+}
