@@ -50,10 +50,14 @@ bool is_range(const std::string& s) {
   static const std::regex range(R"(\d\s*-\s*\d)");
   return std::regex_search(s, range);
 }
-int leading_count(const std::string& s) {  // "4x V100" -> 4
-  static const std::regex count(R"(^\s*(\d+)\s*(?:x|\xC3\x97)\s)", std::regex::icase);  // "4x", "4 x", "4 \u00d7"
+// Cards or nodes a cell says it measured on: "4x V100", "4 x U280", "2 nodes", "on 4 FPGAs",
+// "(8 cards)"; 1 when it says none.
+int card_count(const std::string& s) {
+  static const std::regex times(R"(^\s*(\d{1,4})\s*(?:x|\xC3\x97)\s)", std::regex::icase);  // "4x", "4 x", "4 \u00d7"
+  static const std::regex counted(R"((?:^|[^\w.])(\d{1,4})\s*(?:nodes?|cards?|boards?|fpgas?|gpus?|devices?)\b)",
+                                  std::regex::icase);
   std::smatch m;
-  if (std::regex_search(s, m, count)) return std::stoi(m[1]);
+  if (std::regex_search(s, m, times) || std::regex_search(s, m, counted)) return std::max(1, std::stoi(m[1]));
   return 1;
 }
 
@@ -672,7 +676,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       if (!fpga_dev) return skip("fpga", metric->name, "device not in data/devices.json: " + get("device"));
       if (const hw::Device* described = hw::lookup_device(d.device); !described || described->id != fpga_dev->id)
         return skip("fpga", metric->name, "the design file describes " + d.device + ", the row " + get("device"));
-      const int cards = leading_count(get("device"));
+      const int cards = card_count(get("device"));
       d.device = fpga_dev->id;
       d.batch = req.batch;
       d.parallel.cards = cards;
@@ -763,7 +767,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       if (!gpu) return skip("gpu", metric->name, "GPU not in data/devices.json: " + gpu_text);
       const auto scheme = gpu_scheme(gpu_text);
       if (!scheme) return skip("gpu", metric->name, "the GPU cell names no precision (" + gpu_text + ")");
-      const int cards = leading_count(gpu_text);
+      const int cards = card_count(gpu_text);
       bool named = false;
       const GpuStack stack = gpu_stack_from_text(gpu_text + " " + gpu_value, &named);
       try {

@@ -621,6 +621,42 @@ TEST(Perf, CrossValidatedMediansWithinBound) {
   for (const auto& r : v.rows) {
     EXPECT_GT(r.predicted_held_out, 0) << "line " << r.line;
     EXPECT_NEAR(r.error_held_out, r.predicted_held_out / r.measured - 1, 1e-9);
-    if (r.kind == "gpu") EXPECT_NEAR(r.error_held_out, r.error, 1e-9) << "line " << r.line << ": no GPU constant is fitted";
+    if (r.kind == "gpu") {
+      EXPECT_NEAR(r.error_held_out, r.error, 1e-9) << "line " << r.line << ": no GPU constant is fitted";
+    }
   }
+}
+
+// A row measured on 1, 2 and 4 nodes is costed on the design split that many ways with the
+// split's collectives: three different predictions, none of them the one-node figure times
+// the node count (the split is not free).
+TEST(Perf, RowsOnOneTwoAndFourNodesGetTheSplitsPrediction) {
+  const std::string dir = testing_support::scratch_dir("validate_nodes");
+  const std::string csv = dir + "/rows.csv";
+  {
+    std::ofstream f(csv);
+    f << "source_id,device,model,metric,value,batch,prompt_len,gen_len\n";
+    for (const char* device : {"Xilinx Alveo U280 (1 node)", "Xilinx Alveo U280, 2 nodes", "4 nodes of Xilinx Alveo U280"})
+      f << "dfx," << '"' << device << '"' << ",GPT-2 345M,throughput_tokens_per_s,100,1,64,64\n";
+  }
+  std::ifstream in(fpgallm::data_dir() + "/published/dfx_micro22.json");
+  std::ofstream(dir + "/dfx.json") << in.rdbuf();
+  std::ifstream models(fpgallm::data_dir() + "/published/models.json");
+  std::ofstream(dir + "/models.json") << models.rdbuf();
+  const perf::Validation v = perf::validate(csv, dir);
+  ASSERT_EQ(v.rows.size(), 3u);
+  EXPECT_EQ(v.rows[0].cards, 1);
+  EXPECT_EQ(v.rows[1].cards, 2);
+  EXPECT_EQ(v.rows[2].cards, 4);
+  EXPECT_LT(v.rows[0].predicted, v.rows[1].predicted);
+  EXPECT_LT(v.rows[1].predicted, v.rows[2].predicted);
+  EXPECT_LT(v.rows[1].predicted, 2 * v.rows[0].predicted);
+  EXPECT_LT(v.rows[2].predicted, 4 * v.rows[0].predicted);
+  // The shipped DFX rows on 1, 2 and 4 cards (lines 6-8) are the same three predictions.
+  const perf::Validation shipped =
+      perf::validate(fpgallm::data_dir() + "/published_results.csv", fpgallm::data_dir() + "/published");
+  std::map<int, double> by_line;
+  for (const auto& r : shipped.rows)
+    if (r.kind == "fpga") by_line[r.line] = r.predicted;
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(by_line.at(6 + k), v.rows[k].predicted, 1e-9 * v.rows[k].predicted) << 6 + k;
 }
