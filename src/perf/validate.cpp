@@ -247,6 +247,36 @@ struct LoadedDesign {
   std::string problem;  // why the file cannot be used (empty when it can or does not exist)
 };
 
+// A published design states how it counts its memory: assumptions.memory_convention "device_channels"
+// (memory.*_channels are channels as data/devices.json defines them for the device: "32" on
+// a card whose database has 64 pseudo-channels is half of them, not "all of them"), what the
+// paper says of it (assumptions.memory_as_published), and the width of its off-chip ports
+// (memory.port_bits). Throws std::invalid_argument naming the field to add.
+void require_stated_memory(const nlohmann::json& j) {
+  const hw::Device* dev = j.contains("device") && j["device"].is_string() ? hw::lookup_device(j["device"]) : nullptr;
+  std::string channels = "the device's channel count";
+  if (dev)
+    for (const auto& pool : dev->memory)
+      if (pool.channels.has()) {
+        channels = fmt::format("{} counts {} {} channels", dev->id, *pool.channels, pool.kind);
+        break;
+      }
+  const nlohmann::json stated = j.value("assumptions", nlohmann::json::object());
+  if (!stated.contains("memory_convention"))
+    throw std::invalid_argument("assumptions.memory_convention is missing: add \"device_channels\" (memory.*_channels count the "
+                                "channels of data/devices.json; " + channels + ")");
+  if (stated["memory_convention"] != "device_channels")
+    throw std::invalid_argument("assumptions.memory_convention: only \"device_channels\" is understood (memory.*_channels count the "
+                                "channels of data/devices.json; " + channels + ")");
+  if (!stated.contains("memory_as_published") || !stated["memory_as_published"].is_string() ||
+      stated["memory_as_published"].get<std::string>().empty())
+    throw std::invalid_argument("assumptions.memory_as_published is missing: add the paper's words for the memory the design uses");
+  const nlohmann::json memory = j.value("memory", nlohmann::json::object());
+  const bool off_chip = memory.value("weight_channels", 1) > 0 || memory.value("kv_channels", 0) > 0;
+  if (off_chip && !memory.contains("port_bits"))
+    throw std::invalid_argument("memory.port_bits is missing: add the width in bits of each off-chip port, as the paper states it");
+}
+
 // The design file of a source; a file that cannot be read or expressed gives a reason, not
 // an exception, so that one bad file skips its rows only.
 LoadedDesign load_published(const std::string& dir, const std::string& source_id) {
@@ -257,12 +287,13 @@ LoadedDesign load_published(const std::string& dir, const std::string& source_id
     nlohmann::json j = fpgallm::read_json_file(path, "the published design");
     PublishedDesign p;
     p.design_source = source_id.substr(0, source_id.find('@'));
-    if (j.contains("design_source")) {  // a rerun or a re-report of another source's design
-      if (!j["design_source"].is_string() || j["design_source"].get<std::string>().empty())
-        throw std::invalid_argument("\"design_source\" must name the source_id whose design the file describes");
-      p.design_source = j["design_source"];
-      j.erase("design_source");
+    const nlohmann::json stated = j.value("assumptions", nlohmann::json::object());
+    if (stated.contains("design_source")) {  // a rerun or a re-report of another source's design
+      if (!stated["design_source"].is_string() || stated["design_source"].get<std::string>().empty())
+        throw std::invalid_argument("assumptions.design_source must name the source_id whose design the file describes");
+      p.design_source = stated["design_source"];
     }
+    require_stated_memory(j);
     arch::from_json(j, p.design);
     if (auto problems = p.design.model_problems(); !problems.empty()) throw std::invalid_argument(problems.front());
     if (j.contains("model") && j["model"].is_string()) p.model = j["model"];

@@ -450,7 +450,7 @@ TEST(Validate, NeverAbortsOnOneRowAndReadsNoBoundAsAMeasurement) {
       << "short,Alveo U280\n";
   }
   std::ofstream(dir + "/bad_design.json") << "{\"device\": \"u280\", \"matrix_unit\": {\"rows\": 3}, \"quant\": \"int8\"}";
-  std::ofstream(dir + "/good.json") << "{\"device\": \"u280\", \"quant\": \"int8\", \"clock_mhz\": 225}";
+  std::ofstream(dir + "/good.json") << "{\"device\": \"u280\", \"memory\": {\"port_bits\": 512}, \"assumptions\": {\"memory_convention\": \"device_channels\", \"memory_as_published\": \"HBM2\"}, \"quant\": \"int8\", \"clock_mhz\": 225}";
   // The aliases come from the --designs folder.
   std::ofstream(dir + "/models.json") << "{\"models\": [{\"contains\": [\"llama2-7b\"], \"preset\": \"llama2-7b\"}]}";
   const perf::Validation v = perf::validate(csv, dir);
@@ -518,10 +518,10 @@ TEST(Validate, ReadsCellsAsPapersWriteThem) {
       << "two,2 \u00d7 Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,,,\"NVIDIA A100-SXM4-80GB (vLLM, FP16)\",100\r\n"
       << "e2e,Alveo U280,LLaMA2-7B,end_to_end_latency_ms,900,1,128,,,,,\r\n";
   }
-  std::ofstream(dir + "/nx.json") << "{\"device\": \"s10nx\", \"quant\": \"int8\", \"clock_mhz\": 400}";
-  std::ofstream(dir + "/f1.json") << "{\"device\": \"aws-f1\", \"quant\": \"fp16\", \"clock_mhz\": 250}";
-  std::ofstream(dir + "/two.json") << "{\"device\": \"u280\", \"quant\": \"int8\", \"clock_mhz\": 225}";
-  std::ofstream(dir + "/e2e.json") << "{\"device\": \"u280\", \"quant\": \"int8\", \"clock_mhz\": 225}";
+  std::ofstream(dir + "/nx.json") << "{\"device\": \"s10nx\", \"memory\": {\"port_bits\": 512}, \"assumptions\": {\"memory_convention\": \"device_channels\", \"memory_as_published\": \"HBM2\"}, \"quant\": \"int8\", \"clock_mhz\": 400}";
+  std::ofstream(dir + "/f1.json") << "{\"device\": \"aws-f1\", \"memory\": {\"port_bits\": 512}, \"assumptions\": {\"memory_convention\": \"device_channels\", \"memory_as_published\": \"DDR4\"}, \"quant\": \"fp16\", \"clock_mhz\": 250}";
+  std::ofstream(dir + "/two.json") << "{\"device\": \"u280\", \"memory\": {\"port_bits\": 512}, \"assumptions\": {\"memory_convention\": \"device_channels\", \"memory_as_published\": \"HBM2\"}, \"quant\": \"int8\", \"clock_mhz\": 225}";
+  std::ofstream(dir + "/e2e.json") << "{\"device\": \"u280\", \"memory\": {\"port_bits\": 512}, \"assumptions\": {\"memory_convention\": \"device_channels\", \"memory_as_published\": \"HBM2\"}, \"quant\": \"int8\", \"clock_mhz\": 225}";
   const perf::Validation v = perf::validate(csv, dir);
   std::map<std::string, perf::ValidationRow> rows;
   for (const auto& r : v.rows) rows[r.source_id + (r.kind == "gpu" ? "/gpu" : "")] = r;
@@ -659,4 +659,34 @@ TEST(Perf, RowsOnOneTwoAndFourNodesGetTheSplitsPrediction) {
   for (const auto& r : shipped.rows)
     if (r.kind == "fpga") by_line[r.line] = r.predicted;
   for (int k = 0; k < 3; ++k) EXPECT_NEAR(by_line.at(6 + k), v.rows[k].predicted, 1e-9 * v.rows[k].predicted) << 6 + k;
+}
+
+// A published design file states how it counts its memory and how wide its off-chip ports
+// are; one that does not is refused for its rows in one line naming the field to add.
+TEST(Validate, RefusesADesignFileWithoutItsMemoryConventionOrPortWidth) {
+  const std::string dir = testing_support::scratch_dir("validate_conventions");
+  const std::string csv = dir + "/rows.csv";
+  std::ofstream(csv) << "source_id,device,model,metric,value,batch,prompt_len,gen_len\n"
+                     << "no_ports,Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,\n"
+                     << "no_convention,Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,\n"
+                     << "stated,Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,\n";
+  const std::string said = R"("assumptions": {"memory_convention": "device_channels", "memory_as_published": "HBM2 460 GB/s"})";
+  std::ofstream(dir + "/no_ports.json") << R"({"device": "u280", "quant": "int8", "memory": {"weight_channels": 32}, )" << said << "}";
+  std::ofstream(dir + "/no_convention.json") << R"({"device": "u280", "quant": "int8", "memory": {"weight_channels": 32, "port_bits": 512}})";
+  std::ofstream(dir + "/stated.json") << R"({"device": "u280", "quant": "int8", "memory": {"weight_channels": 32, "port_bits": 256}, )" << said << "}";
+  std::ofstream(dir + "/models.json") << R"({"models": [{"contains": ["llama2-7b"], "preset": "llama2-7b"}]})";
+  const perf::Validation v = perf::validate(csv, dir);
+  ASSERT_EQ(v.rows.size(), 1u);
+  EXPECT_EQ(v.rows[0].source_id, "stated");
+  std::map<std::string, std::string> reason;
+  for (const auto& s : v.skipped) reason[s.source_id] = s.reason;
+  EXPECT_NE(reason["no_ports"].find("memory.port_bits is missing"), std::string::npos) << reason["no_ports"];
+  EXPECT_NE(reason["no_convention"].find("assumptions.memory_convention is missing"), std::string::npos)
+      << reason["no_convention"];
+  EXPECT_NE(reason["no_convention"].find("u280 counts 32 HBM2 channels"), std::string::npos) << reason["no_convention"];
+  for (const auto& [source, r] : reason) EXPECT_EQ(r.find('\n'), std::string::npos) << source;
+  // Every shipped published design states them.
+  const perf::Validation shipped =
+      perf::validate(fpgallm::data_dir() + "/published_results.csv", fpgallm::data_dir() + "/published");
+  for (const auto& s : shipped.skipped) EXPECT_EQ(s.reason.find("cannot be used"), std::string::npos) << s.reason;
 }
