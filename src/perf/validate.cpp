@@ -804,6 +804,13 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       try {
         const model::Config cfg = *model::find_preset(*model_name);
         const graph::Precision prec = graph::parse_scheme(*scheme);
+        // The stacks' bandwidth efficiencies are sourced for 8- and 16-bit kernels; only
+        // llama.cpp's (its quantized kernels) covers 4-bit weights. No figure is inherited.
+        if (prec.weight_bits <= 4 && stack != GpuStack::llamacpp)
+          return skip("gpu", metric->name,
+                      fmt::format("no sourced efficiency: the {} stack at {}-bit weights (gpu_{}_bandwidth_efficiency is "
+                                  "sourced for 8- and 16-bit kernels only)",
+                                  to_string(stack), prec.weight_bits, to_string(stack)));
         auto with = [gpu, cfg, prec, req, cards, stack, name = metric->name](const Constants& c) {
           return predict_metric(name, cfg, prec, req, [&](const Workloads& w) {
             const Prediction p = predict_gpu(*gpu, w, cards, stack, c);

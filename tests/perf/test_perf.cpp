@@ -690,3 +690,24 @@ TEST(Validate, RefusesADesignFileWithoutItsMemoryConventionOrPortWidth) {
       perf::validate(fpgallm::data_dir() + "/published_results.csv", fpgallm::data_dir() + "/published");
   for (const auto& s : shipped.skipped) EXPECT_EQ(s.reason.find("cannot be used"), std::string::npos) << s.reason;
 }
+
+// A GPU stack's efficiency is not carried from fp16 to int4: a 4-bit GPU row on a stack
+// whose source measured 8- and 16-bit kernels says there is no sourced efficiency.
+TEST(Validate, Int4OnAStackWithoutAnInt4SourceHasNoEfficiency) {
+  const std::string dir = testing_support::scratch_dir("validate_int4");
+  const std::string csv = dir + "/rows.csv";
+  std::ofstream(csv) << "source_id,device,model,metric,value,batch,prompt_len,gen_len,gpu_baseline_device,gpu_baseline_value\n"
+                     << "a,Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,A100-80GB (gpt-fast int4),150\n"
+                     << "b,Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,A100-80GB (llama.cpp Q4_0 int4),120\n"
+                     << "c,Alveo U280,LLaMA2-7B,decode_tokens_per_s,50,1,,,A100-80GB (gpt-fast fp16),100\n";
+  std::ofstream(dir + "/models.json") << R"({"models": [{"contains": ["llama2-7b"], "preset": "llama2-7b"}]})";
+  const perf::Validation v = perf::validate(csv, dir);
+  std::map<std::string, std::string> gpu_rows, reasons;
+  for (const auto& r : v.rows) gpu_rows[r.source_id] = r.stack;
+  for (const auto& s : v.skipped)
+    if (s.kind == "gpu") reasons[s.source_id] = s.reason;
+  EXPECT_NE(reasons["a"].find("no sourced efficiency: the compiled stack at 4-bit weights"), std::string::npos) << reasons["a"];
+  EXPECT_EQ(gpu_rows.count("a"), 0u);
+  EXPECT_EQ(gpu_rows["b"], "llamacpp");
+  EXPECT_EQ(gpu_rows["c"], "compiled");
+}
