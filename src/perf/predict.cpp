@@ -292,6 +292,10 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
   o.memory_s = memory;
   o.offchip_bytes = weight_bytes + kv_bytes + act_bytes;
   o.flops = op.flops * share * density;
+  // The workload counts a matmul's bias adds (OPT, GPT-2) among its flops; the store stage
+  // adds them, but no operation is costed above the MAC array's peak.
+  if (is_matrix(op.kind))
+    o.compute_s = std::max(o.compute_s, o.flops / (2.0 * mu.rows * mu.cols * cu / std::max(1, mu.ii) * x.f));
   // Fixed latencies of each pass: the controller's overhead (issue, DMA set-up of each
   // channel streamed from, barriers), the first burst of the memory type, and the pipeline
   // fill of the unit that runs it.
