@@ -58,7 +58,7 @@ std::unique_ptr<serve::Backend> make_replica(const ServeArgs& a, const std::stri
   if (a.backend == "accel") {
     std::shared_ptr<cli::AccelBackend> accel = cli::make_accel(*m, qfile, a.design);
     if (accel->design.parallel.cards != 1) throw fpgallm::InputError("--design", "serve runs one-card designs");
-    m->weights = model::Weights{};  // the kernels run the quantized copy
+    // m keeps its fp32 weights: each new AccelTransformer's base Transformer checks them.
     const std::uint64_t kv = accel->transformer->kv_bytes() / std::uint64_t(c.seq_len);
     auto owner = std::make_shared<std::pair<std::shared_ptr<model::Model>, std::shared_ptr<cli::AccelBackend>>>(m, accel);
     return serve::single_sequence_backend(

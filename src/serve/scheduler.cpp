@@ -347,13 +347,21 @@ void Scheduler::work(Replica& rep) {
         stepping.push_back(&run);
       }
       if (stepping.empty()) {
-        // Every sequence waits for a page: the newest gives its pages back and is run again
-        // from its delivered tokens later.
-        Running& last = batch.back();
-        rep.pages_used -= last.pages;
-        std::erase(rep.holding, last.req);
-        queue_.push_front(last.req);
-        batch.pop_back();
+        // Every sequence waits for a page: the newest that holds pages gives them back and
+        // runs again later from its delivered tokens. One sequence alone that fills the pool
+        // ends there, as at the end of the context.
+        auto victim = std::find_if(batch.rbegin(), batch.rend(), [](const Running& r) { return r.pages > 0; });
+        if (victim == batch.rend()) continue;
+        rep.pages_used -= victim->pages;
+        victim->pages = 0;
+        std::erase(rep.holding, victim->req);
+        if (std::count_if(batch.begin(), batch.end(), [](const Running& r) { return r.pages > 0; }) == 0) {
+          end(*victim->req, Finish::length);
+        } else {
+          ++preemptions_;
+          queue_.push_front(victim->req);
+        }
+        batch.erase(std::next(victim).base());
         continue;
       }
     }
@@ -436,8 +444,11 @@ void Scheduler::watch() {
           std::chrono::duration<double>(Clock::duration(now - started)).count() > options_.watchdog_s)
         fail(*rep, fmt::format("a batch step ran past the watchdog's {} s", options_.watchdog_s));
     }
-    // Requests that wait in the queue past their deadline.
+    // Requests past their deadline, waiting or running (a worker stuck in a step cannot end them).
     const auto t = Clock::now();
+    for (auto& rep : replicas_)
+      for (auto& r : rep->holding)
+        if (t > r->deadline) end(*r, Finish::timeout);
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (t > (*it)->deadline) {
         end(**it, Finish::timeout);
@@ -464,6 +475,8 @@ std::string Scheduler::metrics() {
         static_cast<double>(completed_));
   gauge("fpgallm_retries_total", "Requests moved to another replica after theirs failed", "counter",
         static_cast<double>(retries_));
+  gauge("fpgallm_preemptions_total", "Sequences that gave their KV pages back to run again later", "counter",
+        static_cast<double>(preemptions_));
   gauge("fpgallm_generated_tokens_total", "Tokens sampled", "counter", static_cast<double>(generated_tokens_));
   gauge("fpgallm_queue_depth", "Requests waiting for a batch slot", "gauge", static_cast<double>(queue_.size()));
   int batch = 0, healthy = 0, pages_total = 0, pages_used = 0, open = 0;

@@ -105,7 +105,7 @@ class Scheduler {
   // Metrics (under mutex_).
   std::map<int, std::uint64_t> responses_;
   std::uint64_t requests_ = 0, rejected_ = 0, retries_ = 0, generated_tokens_ = 0, prompt_tokens_ = 0,
-                completed_ = 0, card_queries_ = 0;
+                completed_ = 0, card_queries_ = 0, preemptions_ = 0;
   double card_busy_s_ = 0, card_joules_ = 0, card_watts_ = 0;
   Histogram ttft_, per_token_, e2e_;
 };

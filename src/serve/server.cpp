@@ -1,6 +1,10 @@
 // The HTTP side of serve::Server: OpenAI's request and response shapes over cpp-httplib.
 #include <httplib.h>
 
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <csignal>
 #include <cmath>
 #include <ctime>
@@ -409,6 +413,32 @@ sigset_t stop_signals() {
   sigaddset(&set, SIGTERM);
   return set;
 }
+
+
+// cpp-httplib, as Debian builds it, listens with a backlog of 5: a burst of clients
+// connecting at once overflows it and some connections break. Linux lets listen() be called
+// again on the listening socket with a longer backlog; this finds that socket among this
+// process's descriptors by its port.
+void widen_backlog(int port) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd <= 2) continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    const int p = addr.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                  : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                               : -1;
+    if (p == port) ::listen(fd, 1024);
+  }
+  closedir(d);
+}
+
 }  // namespace
 
 Server::Server(Options options, const model::Config& config, Vocabulary vocab,
@@ -427,6 +457,7 @@ void Server::run() {
   auto& o = impl_->options;
   const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : impl_->http.bind_to_port(o.host, o.port) ? o.port : -1;
   if (port <= 0) throw fpgallm::InputError("--port", fmt::format("cannot listen on {}:{}", o.host, o.port));
+  widen_backlog(port);
   const sigset_t set = stop_signals();
   std::atomic<bool> done{false};
   std::thread signals([&] {
