@@ -423,6 +423,12 @@ void Scheduler::work(Replica& rep) {
         run->req->card_seconds += card.seconds;
         run->req->card_joules += card.seconds * card.watts / n;
         if (run->req->finish == Finish::none) commit(rep, *run, run->next);
+        // A sequence that ended here gives its pages back before its client hears of the
+        // end, so /metrics read after a response never counts them.
+        if (run->req->finish != Finish::none) {
+          rep.pages_used -= run->pages;
+          run->pages = 0;
+        }
       }
     } catch (const std::exception& e) {
       std::lock_guard lk(mutex_);
