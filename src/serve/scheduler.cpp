@@ -237,6 +237,11 @@ void Scheduler::end(Request& r, Finish f) {
   event_cv_.notify_all();
 }
 
+void Scheduler::give_back_pages(Replica& rep, Running& run) {
+  rep.pages_used -= run.pages;
+  run.pages = 0;
+}
+
 void Scheduler::commit(Replica& rep, Running& run, int next) {
   ++run.pos;
   if (next < 0) return;
@@ -313,7 +318,7 @@ void Scheduler::work(Replica& rep) {
           ++it;
           continue;
         }
-        rep.pages_used -= it->pages;
+        give_back_pages(rep, *it);
         std::erase(rep.holding, it->req);
         it = batch.erase(it);
       }
@@ -352,8 +357,7 @@ void Scheduler::work(Replica& rep) {
         // ends there, as at the end of the context.
         auto victim = std::find_if(batch.rbegin(), batch.rend(), [](const Running& r) { return r.pages > 0; });
         if (victim == batch.rend()) continue;
-        rep.pages_used -= victim->pages;
-        victim->pages = 0;
+        give_back_pages(rep, *victim);
         std::erase(rep.holding, victim->req);
         if (std::count_if(batch.begin(), batch.end(), [](const Running& r) { return r.pages > 0; }) == 0) {
           end(*victim->req, Finish::length);
@@ -425,10 +429,7 @@ void Scheduler::work(Replica& rep) {
         if (run->req->finish == Finish::none) commit(rep, *run, run->next);
         // A sequence that ended here gives its pages back before its client hears of the
         // end, so /metrics read after a response never counts them.
-        if (run->req->finish != Finish::none) {
-          rep.pages_used -= run->pages;
-          run->pages = 0;
-        }
+        if (run->req->finish != Finish::none) give_back_pages(rep, *run);
       }
     } catch (const std::exception& e) {
       std::lock_guard lk(mutex_);

@@ -89,6 +89,7 @@ class Scheduler {
   void watch();
   void fail(Replica& rep, const std::string& why);  // under mutex_
   void commit(Replica& rep, Running& run, int next);  // under mutex_
+  void give_back_pages(Replica& rep, Running& run);  // under mutex_
   void deliver(Request& r, int token, const std::string& piece, bool final);  // under mutex_
   void end(Request& r, Finish f);  // under mutex_
   std::uint64_t checksum(Replica& rep);
