@@ -7,6 +7,9 @@ CMAKE_FLAGS ?=
 # Quiet: no "Entering directory" lines from the build's own makes; scripts/progress-only.sh
 # keeps one line per file compiled and one per 10% of the tests, then the summary.
 MAKEFLAGS += --no-print-directory
+# ccache hits in any checkout: paths under the checkout are hashed relative to it.
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= true
 QUIET   := scripts/progress-only.sh
 
 .PHONY: all deps configure build demo test test-sanitize bench clean

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "arch/design.hpp"
 #include "calib/simulated.hpp"
 #include "cli/accel_backend.hpp"
 #include "cli/command.hpp"
@@ -18,6 +19,7 @@ struct ServeArgs {
   std::string model, quant, backend = "ref", design, model_name, fault;
   serve::Options o;
   int replicas = 1;
+  bool predict_card = false;
 };
 
 template <class T>
@@ -79,7 +81,10 @@ std::unique_ptr<serve::Backend> make_replica(const ServeArgs& a, const std::stri
 }
 
 void run(ServeArgs& a) {
-  if (a.backend != "accel" && !a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
+  if (a.backend != "accel" && !a.design.empty() && !a.predict_card)
+    throw fpgallm::InputError("--design", "a design is run by --backend accel or predicted by --predict-card");
+  if (a.predict_card && a.design.empty())
+    throw fpgallm::InputError("--predict-card", "give --design DESIGN.json (from fpgallm plan or deploy) for the card");
   if (a.o.host != "127.0.0.1" && a.o.host != "localhost" && a.o.host != "::1")
     std::fprintf(stderr, "serve: listening on %s, beyond this machine: the server has no authentication\n",
                  a.o.host.c_str());
@@ -101,6 +106,10 @@ void run(ServeArgs& a) {
   }
   std::vector<std::unique_ptr<serve::Backend>> replicas;
   for (int i = 0; i < a.replicas; ++i) replicas.push_back(make_replica(a, qfile));
+  if (a.predict_card) {
+    a.o.card = serve::card_model(vocab_model.config, arch::load(a.design), a.design);
+    a.o.card_name = a.design;
+  }
   vocab_model.weights = model::Weights{};
   a.o.model_name = a.model_name.empty() ? std::filesystem::path(a.model).stem().string() : a.model_name;
   a.o.on_listening = [&](int port) {
@@ -144,6 +153,8 @@ void setup(CLI::App& root) {
   cmd->add_option("--scrub-every", a->o.scrub_every_steps,
                   "Checksum the weights every N batch steps, before the step's tokens are delivered (0: at load only)")
       ->check(CLI::Range(0, 1 << 30));
+  cmd->add_flag("--predict-card", a->predict_card,
+                "Add the --design card's simulated time and energy to every response, and queries/s and queries/W to /metrics");
   cmd->add_option("--inject-fault", a->fault, "REPLICA:KIND:STEP, KIND crash|hang|flip: make a replica fail (tests)");
   cmd->callback([a] { run(*a); });
 }

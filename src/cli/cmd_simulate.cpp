@@ -133,12 +133,8 @@ void simulate(const SimulateArgs& a) {
     if (t.enabled) j["trace"] = a.trace;
     if (d.parallel.cards > 1) {
       // The analytical model's figure for the same design and step, beside the simulated one.
-      graph::Precision prec;
-      prec.weight_bits = d.matrix_unit.weight_bits;
-      prec.act_bits = d.matrix_unit.act_bits;
-      prec.kv_bits = d.kv_bits;
-      prec.group_size = d.matrix_unit.weight_bits == 4 ? 32 : 0;
-      const perf::Prediction p = perf::predict(d, dev, perf::lower(m.config, prec, perf::Scenario{1, o.prompt, o.context}));
+      const perf::Prediction p = perf::predict(
+          d, dev, perf::lower(m.config, perf::design_precision(d), perf::Scenario{1, o.prompt, o.context}));
       j["predicted_link_bytes_per_token"] = p.link_bytes_per_token;
     }
     cli::print_json(j);

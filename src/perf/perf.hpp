@@ -265,6 +265,10 @@ Prediction predict_gpu(const hw::Device& device, const Workloads& w, int cards =
 std::vector<double> decode_curve(const arch::Design& design, const hw::Device& device, const model::Config& config,
                                  const graph::Precision& precision, const Scenario& s, const std::vector<int>& contexts);
 
+// The bit widths a design computes with: its matrix unit's weights and activations, its KV
+// cache; 4-bit weights carry fp16 scales per group of 32 inputs (the kernels' int4 layout).
+graph::Precision design_precision(const arch::Design& design);
+
 // Peak MAC-array throughput of a design (2 x rows x cols / ii x clock), ops/s per card.
 double peak_ops_per_s(const arch::Design& design);
 // Off-chip bandwidth one card of the design can use through the ports it has (memory

@@ -888,4 +888,13 @@ void to_json(nlohmann::json& j, const Prediction& p) {
   j["decode_ops"] = p.decode.ops;
 }
 
+graph::Precision design_precision(const arch::Design& design) {
+  graph::Precision p;
+  p.weight_bits = design.matrix_unit.weight_bits;
+  p.act_bits = design.matrix_unit.act_bits;
+  p.kv_bits = design.kv_bits;
+  p.group_size = design.matrix_unit.weight_bits == 4 ? 32 : 0;
+  return p;
+}
+
 }  // namespace perf

@@ -158,6 +158,7 @@ bool Scheduler::submit(const std::shared_ptr<Request>& r) {
       return false;
     }
     queue_.push_back(r);
+    prompt_tokens_ += static_cast<std::uint64_t>(r->prompt_tokens);
   }
   work_cv_.notify_all();
   return true;
@@ -303,7 +304,7 @@ void Scheduler::work(Replica& rep) {
   std::vector<const float*> logits;
   std::vector<float> scratch(static_cast<std::size_t>(config_.vocab_size));
   const int page = options_.kv_page_positions;
-  std::map<std::pair<int, int>, CardStep> card_cache;
+  std::vector<CardStep> card_step;
   while (true) {
     stepping.clear();
     {
@@ -406,26 +407,32 @@ void Scheduler::work(Replica& rep) {
         std::copy(logits[i], logits[i] + config_.vocab_size, scratch.begin());
         run.next = run.sampler.sample(scratch.data());
       }
-      CardStep card;
+      // On the card each sequence's position is one call of the kernels at its own context,
+      // the batch's calls one after the other: the step takes their sum, and each request
+      // waits for all of it and pays for its own call's energy.
+      card_step.clear();
+      double card_seconds = 0, card_joules = 0;
       if (options_.card) {
-        int context = 0;
-        for (auto* run : stepping) context = std::max(context, run->pos + 1);
-        const std::pair<int, int> key{static_cast<int>(stepping.size()), (context + page - 1) / page * page};
-        auto it = card_cache.find(key);
-        if (it == card_cache.end()) it = card_cache.emplace(key, options_.card(key.first, key.second)).first;
-        card = it->second;
+        for (auto* run : stepping) {
+          card_step.push_back(options_.card(run->pos + 1));
+          card_seconds += card_step.back().seconds;
+          card_joules += card_step.back().seconds * card_step.back().watts;
+        }
       }
       std::lock_guard lk(mutex_);
       if (!rep.healthy) return;  // the watchdog gave this batch to another replica
       const double n = static_cast<double>(stepping.size());
       rep.seconds_per_sequence = rep.seconds_per_sequence > 0 ? 0.9 * rep.seconds_per_sequence + 0.1 * step_s / n
                                                               : step_s / n;
-      card_busy_s_ += card.seconds;
-      card_joules_ += card.seconds * card.watts;
-      if (card.watts > 0) card_watts_ = card.watts;
-      for (auto* run : stepping) {
-        run->req->card_seconds += card.seconds;
-        run->req->card_joules += card.seconds * card.watts / n;
+      card_busy_s_ += card_seconds;
+      card_joules_ += card_joules;
+      if (card_seconds > 0) card_watts_ = card_joules / card_seconds;
+      for (std::size_t i = 0; i < stepping.size(); ++i) {
+        Running* run = stepping[i];
+        if (options_.card) {
+          run->req->card_seconds += card_seconds;
+          run->req->card_joules += card_step[i].seconds * card_step[i].watts;
+        }
         if (run->req->finish == Finish::none) commit(rep, *run, run->next);
         // A sequence that ended here gives its pages back before its client hears of the
         // end, so /metrics read after a response never counts them.
@@ -484,6 +491,8 @@ std::string Scheduler::metrics() {
         static_cast<double>(retries_));
   gauge("fpgallm_preemptions_total", "Sequences that gave their KV pages back to run again later", "counter",
         static_cast<double>(preemptions_));
+  gauge("fpgallm_prompt_tokens_total", "Prompt tokens of the requests queued", "counter",
+        static_cast<double>(prompt_tokens_));
   gauge("fpgallm_generated_tokens_total", "Tokens sampled", "counter", static_cast<double>(generated_tokens_));
   gauge("fpgallm_queue_depth", "Requests waiting for a batch slot", "gauge", static_cast<double>(queue_.size()));
   int batch = 0, healthy = 0, pages_total = 0, pages_used = 0, open = 0;
@@ -510,9 +519,9 @@ std::string Scheduler::metrics() {
   per_token_.write(out, "fpgallm_time_per_output_token_seconds", "Between consecutive sampled tokens of a request");
   e2e_.write(out, "fpgallm_request_seconds", "From arrival to the finish, finished requests");
   if (options_.card) {
-    gauge("fpgallm_card_predicted_watts", "Predicted board power of the card while decoding (last batch step)",
+    gauge("fpgallm_card_predicted_watts", "Predicted board power of the card while decoding (the last batch step's, energy-weighted over its calls)",
           "gauge", card_watts_);
-    gauge("fpgallm_card_busy_seconds_total", "Predicted card time of the batch steps run", "counter", card_busy_s_);
+    gauge("fpgallm_card_busy_seconds_total", "Predicted card time of the batch steps run, all replicas (one kernel call per sequence and position)", "counter", card_busy_s_);
     gauge("fpgallm_card_joules_total", "Predicted card energy of the batch steps run", "counter", card_joules_);
     gauge("fpgallm_card_queries_total", "Requests finished, counted for the card figures", "counter",
           static_cast<double>(card_queries_));

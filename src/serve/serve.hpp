@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/design.hpp"
 #include "engine/transformer.hpp"
 #include "model/bpe_tokenizer.hpp"
 #include "model/tokenizer.hpp"
@@ -69,12 +70,18 @@ struct Fault {
 };
 Fault parse_fault(const std::string& spec);  // throws fpgallm::InputError("--inject-fault", ...)
 
-// The card-side figures of one batch step, from the performance model (--predict-card).
+// --predict-card: what one token of one sequence costs on the card of a design, at the
+// position count it attends. The emitted kernels run one token per call, so a batch step of
+// n sequences is n such calls, one after the other.
 struct CardStep {
-  double seconds = 0;
-  double watts = 0;
+  double seconds = 0;  // sim::simulate of one decode step at this context
+  double watts = 0;    // perf::predict's board power while decoding at this context
 };
-using CardModel = std::function<CardStep(int batch, int context)>;
+using CardModel = std::function<CardStep(int context)>;
+// The card model of `design` (which names its device) running `config`: each context
+// simulated once, then cached (thread-safe). Throws fpgallm::InputError(design_source, ...)
+// when the design has no device or the simulator refuses it.
+CardModel card_model(const model::Config& config, const arch::Design& design, const std::string& design_source);
 
 struct Options {
   std::string host = "127.0.0.1";
