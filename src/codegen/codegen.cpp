@@ -385,7 +385,8 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
     write(tmp, "tb/golden_io.hpp", golden_reader_source(), files);
     write(tmp, "connectivity.cfg", connectivity(info), files);
     write(tmp, "Makefile", makefile(info), files);
-    write(tmp, "hls/fpgallm_overlay.tcl", hls_tcl(info), files);
+    write(tmp, "hls/fpgallm_overlay.tcl", hls_tcl(info, HlsFlow::csim), files);
+    write(tmp, "hls/fpgallm_overlay_cosim.tcl", hls_tcl(info, HlsFlow::cosim), files);
     write(tmp, "README.md", readme(info), files);
     write(tmp, "schedule.md", "# Schedule of one decode step (fpgallm emit)\n\n" + info.schedule, files);
     if (design.matrix_unit.impl == arch::MatrixUnitImpl::rtl)

@@ -44,7 +44,10 @@ std::string testbench_source(const ProjectInfo& p);
 std::string golden_reader_source();
 std::string connectivity(const ProjectInfo& p);
 std::string makefile(const ProjectInfo& p);
-std::string hls_tcl(const ProjectInfo& p);
+// hls/fpgallm_overlay.tcl (C simulation, C synthesis) or hls/fpgallm_overlay_cosim.tcl
+// (C synthesis, C/RTL co-simulation of the golden testbench).
+enum class HlsFlow { csim, cosim };
+std::string hls_tcl(const ProjectInfo& p, HlsFlow flow);
 std::string readme(const ProjectInfo& p);
 
 // The schedule of one decode step of `c` at `context` on `d` (the emitted kernel's loops):

@@ -101,6 +101,52 @@ std::map<std::string, std::string> bundles(const std::string& top_source) {
   return out;
 }
 
+long long file_bytes(const std::string& path) { return static_cast<long long>(fs::file_size(path)); }
+
+long long constant(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(text, m, std::regex(pattern))) << pattern;
+  return m.empty() ? 0 : std::stoll(m[1]);
+}
+
+// Co-simulation ready: every m_axi port states depth= as a number covering the buffer the
+// testbench allocates for it (the data files' sizes; the KV cache and the result vector from
+// the config header's shapes), and the Makefile's cosim target runs cosim_design.
+void expect_cosim_ready(const std::string& dir, int channels) {
+  const std::string top = read_bytes(dir + "/src/fpgallm_overlay.cpp");
+  const std::string config = read_bytes(dir + "/src/fpgallm_config.hpp");
+  std::map<std::string, long long> need;
+  for (int c = 0; c < channels; ++c)
+    need[fmt::format("w{:02d}", c)] = file_bytes(fmt::format("{}/data/weights_ch{:02d}.bin", dir, c)) / 64;
+  need["row_scales"] = file_bytes(dir + "/data/row_scales.bin") / 64;
+  need["params"] = file_bytes(dir + "/data/params.bin") / 64;
+  need["program"] = file_bytes(dir + "/data/program.bin") / 4;
+  need["result"] = constant(config, R"(static constexpr int max_width = (\d+);)");
+  const long long context = constant(config, R"(static constexpr int context = (\d+);)");
+  need["kv_k"] = need["kv_v"] = constant(config, R"(kKvElements = (\d+)L \* FpgallmConfig::context)") * context *
+                                constant(config, R"(kKvElements = \d+L \* FpgallmConfig::context \* (\d+);)");
+  need["kv_k_scale"] = need["kv_v_scale"] =
+      constant(config, R"(kKvScales = (\d+)L \* FpgallmConfig::context)") * context *
+          constant(config, R"(kKvScales = \d+L \* FpgallmConfig::context \* (\d+);)") + 1;
+  const std::regex pragma(R"(#pragma HLS INTERFACE m_axi port=(\w+)([^\n]*))");
+  std::set<std::string> seen;
+  for (std::sregex_iterator it(top.begin(), top.end(), pragma), end; it != end; ++it) {
+    const std::string port = (*it)[1], rest = (*it)[2];
+    seen.insert(port);
+    std::smatch d;
+    ASSERT_TRUE(std::regex_search(rest, d, std::regex(R"( depth=(\d+)(\s|$))"))) << port << " has no numeric depth=";
+    ASSERT_TRUE(need.count(port)) << "unexpected m_axi port " << port;
+    EXPECT_GE(std::stoll(d[1]), need[port]) << port << ": depth below its buffer";
+    EXPECT_GT(need[port], 0) << port;
+  }
+  for (const auto& [port, n] : need) EXPECT_TRUE(seen.count(port)) << port << " has no m_axi pragma";
+  const std::string makefile = read_bytes(dir + "/Makefile");
+  EXPECT_NE(makefile.find("\ncosim:\n\tvitis_hls -f hls/fpgallm_overlay_cosim.tcl\n"), std::string::npos);
+  const std::string tcl = read_bytes(dir + "/hls/fpgallm_overlay_cosim.tcl");
+  EXPECT_NE(tcl.find("\ncsynth_design\ncosim_design -argv [pwd]"), std::string::npos) << tcl;
+  EXPECT_NE(read_bytes(dir + "/README.md").find("What `make cosim` checks that C simulation does not"), std::string::npos);
+}
+
 // Checks, on the emitted text alone, that the top function has `channels` weight ports of
 // a 64 x int8 (512-bit) word type, each in its own bundle, and KV data and KV scales in
 // four bundles of their own.
@@ -132,6 +178,7 @@ void expect_memory_interface(const std::string& dir, int channels) {
   EXPECT_EQ(kv.size(), 4u) << "KV data and KV scales in separate bundles";
   // INTERFACE pragmas appear in the top function only.
   EXPECT_EQ(read_bytes(dir + "/src/overlay.hpp").find("INTERFACE"), std::string::npos);
+  expect_cosim_ready(dir, channels);
 }
 
 void flip_byte(const std::string& path, std::size_t at) {
