@@ -16,7 +16,12 @@ CardModel card_model(const model::Config& config, const arch::Design& design, co
   if (design.device.empty())
     throw fpgallm::InputError(design_source, "--predict-card needs a design that names its device (from fpgallm plan)");
   if (design.parallel.cards != 1) throw fpgallm::InputError(design_source, "--predict-card predicts one-card designs");
-  const hw::Device& device = hw::find_device(design.device);
+  const hw::Device* found = hw::lookup_device(design.device);
+  if (!found)
+    throw fpgallm::InputError(design_source, fmt::format("its device '{}' is not a known device (`fpgallm devices` "
+                                                         "lists them)",
+                                                         design.device));
+  const hw::Device& device = *found;
   struct Cache {
     std::mutex mutex;
     std::map<int, CardStep> steps;

@@ -162,3 +162,26 @@ TEST(BenchServe, BadInputIsOneLineNamingTheUrlOrOptionExitTwo) {
     EXPECT_TRUE(r.out.empty()) << c.args;
   }
 }
+
+TEST(ServeCard, BadInputIsOneLineNamingTheOptionOrFileExitTwo) {
+  const std::string dir = testing_support::scratch_dir("serve_card_bad");
+  nlohmann::json other = nlohmann::json::parse(testing_support::read_bytes(u280_design()));
+  other["device"] = "no-such-card";
+  testing_support::write_bytes(dir + "/unknown_device.json", other.dump());
+  other.erase("device");
+  testing_support::write_bytes(dir + "/no_device.json", other.dump());
+  const std::string model = testing_support::stories260k();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--predict-card", "--predict-card"},
+      {"--predict-card --design /nonexistent/design.json", "/nonexistent/design.json"},
+      {"--predict-card --design " + dir + "/no_device.json", dir + "/no_device.json"},
+      {"--predict-card --design " + dir + "/unknown_device.json", dir + "/unknown_device.json: its device 'no-such-card'"},
+      {"--design " + u280_design(), "--design"},
+  };
+  for (const auto& [args, names] : cases) {
+    const auto r = run_fpgallm("serve " + model + " --port 0 " + args, 30);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(names), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+  }
+}
