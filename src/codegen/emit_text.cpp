@@ -508,9 +508,9 @@ std::string host_source(const ProjectInfo& p) {
   for (int c = 0; c < p.weight_channels; ++c) {
     args_enum += fmt::format("a_{}, ", weight_port(c));
     uploads += fmt::format(
-        "  weight_bos.push_back(upload(device, kernel, a_{0}, read_array<kernels::PackedWord>(dir + \"/data/weights_ch{1:02d}.bin\")));\n",
+        "  weight_bos.push_back(upload<a_{0}>(device, kernel, read_array<kernels::PackedWord>(dir + \"/data/weights_ch{1:02d}.bin\")));\n",
         weight_port(c), c);
-    run_args += fmt::format("run.set_arg(a_{}, weight_bos[{}]);\n    ", weight_port(c), c);
+    run_args += fmt::format("set_buffer<a_{}>(run, weight_bos[{}]);\n    ", weight_port(c), c);
   }
   v["ARGSENUM"] = args_enum;
   v["UPLOADS"] = uploads;
@@ -527,6 +527,8 @@ std::string host_source(const ProjectInfo& p) {
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <xrt/xrt_bo.h>
@@ -537,16 +539,36 @@ std::string host_source(const ProjectInfo& p) {
 #include "../tb/golden_io.hpp"
 
 namespace {
-// Argument indices of fpgallm_overlay.
+// Argument indices of fpgallm_overlay, in the order of its parameters.
 enum Arg { a_program, a_n, a_token, a_pos, @ARGSENUM@a_row_scales, a_params, a_kv_k, a_kv_v, a_kv_k_scale,
-           a_kv_v_scale, a_result_buf, a_result };
+           a_kv_v_scale, a_result_buf, a_result, a_count };
 
-template <class T>
-xrt::bo upload(const xrt::device& device, const xrt::kernel& kernel, int arg, const std::vector<T>& data) {
-  xrt::bo bo(device, std::max<std::size_t>(data.size() * sizeof(T), 64), kernel.group_id(arg));
+// The type of the top function's parameter I (fpgallm_overlay.hpp), so that every buffer and
+// scalar this program passes is checked against the kernel's interface when it compiles.
+template <class F> struct Parameters;
+template <class R, class... A> struct Parameters<R (*)(A...)> { typedef std::tuple<A...> type; };
+typedef Parameters<decltype(&fpgallm_overlay)>::type TopParameters;
+static_assert(std::tuple_size<TopParameters>::value == a_count, "enum Arg and fpgallm_overlay's parameters differ in number");
+template <int I> using Parameter = typename std::tuple_element<I, TopParameters>::type;
+template <int I> using Pointee = typename std::remove_cv<typename std::remove_pointer<Parameter<I>>::type>::type;
+
+// A buffer for pointer argument I holding `data`, in the bank of that argument's port.
+template <int I, class T>
+xrt::bo upload(const xrt::device& device, const xrt::kernel& kernel, const std::vector<T>& data) {
+  static_assert(std::is_pointer<Parameter<I>>::value, "a buffer passed for a scalar argument of fpgallm_overlay");
+  static_assert(std::is_same<Pointee<I>, T>::value, "a buffer's elements differ from the type fpgallm_overlay reads");
+  xrt::bo bo(device, std::max<std::size_t>(data.size() * sizeof(T), 64), kernel.group_id(I));
   bo.write(data.data(), data.size() * sizeof(T), 0);
   bo.sync(XCL_BO_SYNC_BO_TO_DEVICE);
   return bo;
+}
+template <int I> void set_buffer(xrt::run& run, const xrt::bo& bo) {
+  static_assert(std::is_pointer<Parameter<I>>::value, "a buffer passed for a scalar argument of fpgallm_overlay");
+  run.set_arg(I, bo);
+}
+template <int I, class T> void set_scalar(xrt::run& run, T value) {
+  static_assert(std::is_same<Parameter<I>, T>::value, "a scalar of another type than fpgallm_overlay's argument");
+  run.set_arg(I, value);
 }
 }  // namespace
 
@@ -572,15 +594,15 @@ int main(int argc, char** argv) {
   xrt::kernel kernel(device, uuid, "fpgallm_overlay");
 
   // Once: program, weights, scales and tables into the banks of their ports.
-  xrt::bo program_bo = upload(device, kernel, a_program, read_array<int>(dir + "/data/program.bin"));
+  xrt::bo program_bo = upload<a_program>(device, kernel, read_array<int>(dir + "/data/program.bin"));
   std::vector<xrt::bo> weight_bos;
-@UPLOADS@  xrt::bo scales_bo = upload(device, kernel, a_row_scales, read_array<kernels::FloatWord>(dir + "/data/row_scales.bin"));
-  xrt::bo params_bo = upload(device, kernel, a_params, read_array<kernels::FloatWord>(dir + "/data/params.bin"));
-  xrt::bo kv_k_bo = upload(device, kernel, a_kv_k, std::vector<FpgallmConfig::kv_elem>(kKvElements));
-  xrt::bo kv_v_bo = upload(device, kernel, a_kv_v, std::vector<FpgallmConfig::kv_elem>(kKvElements));
-  xrt::bo kv_ks_bo = upload(device, kernel, a_kv_k_scale, std::vector<float>(kKvScales + 1));
-  xrt::bo kv_vs_bo = upload(device, kernel, a_kv_v_scale, std::vector<float>(kKvScales + 1));
-  xrt::bo result_bo(device, sizeof(float) * FpgallmConfig::max_width, kernel.group_id(a_result));
+@UPLOADS@  xrt::bo scales_bo = upload<a_row_scales>(device, kernel, read_array<kernels::FloatWord>(dir + "/data/row_scales.bin"));
+  xrt::bo params_bo = upload<a_params>(device, kernel, read_array<kernels::FloatWord>(dir + "/data/params.bin"));
+  xrt::bo kv_k_bo = upload<a_kv_k>(device, kernel, std::vector<FpgallmConfig::kv_elem>(kKvElements));
+  xrt::bo kv_v_bo = upload<a_kv_v>(device, kernel, std::vector<FpgallmConfig::kv_elem>(kKvElements));
+  xrt::bo kv_ks_bo = upload<a_kv_k_scale>(device, kernel, std::vector<float>(kKvScales + 1));
+  xrt::bo kv_vs_bo = upload<a_kv_v_scale>(device, kernel, std::vector<float>(kKvScales + 1));
+  xrt::bo result_bo = upload<a_result>(device, kernel, std::vector<float>(FpgallmConfig::max_width));
 
   std::vector<int> golden_tokens;
   std::vector<float> golden_logits;
@@ -594,18 +616,18 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (int pos = 0; pos < steps; ++pos) {
     xrt::run run(kernel);
-    run.set_arg(a_program, program_bo);
-    run.set_arg(a_n, kGoldenInstructions);
-    run.set_arg(a_token, token);
-    run.set_arg(a_pos, pos);
-    @RUNARGS@run.set_arg(a_row_scales, scales_bo);
-    run.set_arg(a_params, params_bo);
-    run.set_arg(a_kv_k, kv_k_bo);
-    run.set_arg(a_kv_v, kv_v_bo);
-    run.set_arg(a_kv_k_scale, kv_ks_bo);
-    run.set_arg(a_kv_v_scale, kv_vs_bo);
-    run.set_arg(a_result_buf, kLogitsBuf);
-    run.set_arg(a_result, result_bo);
+    set_buffer<a_program>(run, program_bo);
+    set_scalar<a_n>(run, kGoldenInstructions);
+    set_scalar<a_token>(run, token);
+    set_scalar<a_pos>(run, pos);
+    @RUNARGS@set_buffer<a_row_scales>(run, scales_bo);
+    set_buffer<a_params>(run, params_bo);
+    set_buffer<a_kv_k>(run, kv_k_bo);
+    set_buffer<a_kv_v>(run, kv_v_bo);
+    set_buffer<a_kv_k_scale>(run, kv_ks_bo);
+    set_buffer<a_kv_v_scale>(run, kv_vs_bo);
+    set_scalar<a_result_buf>(run, kLogitsBuf);
+    set_buffer<a_result>(run, result_bo);
     run.start();
     run.wait();
     result_bo.sync(XCL_BO_SYNC_BO_FROM_DEVICE);
@@ -716,7 +738,8 @@ std::string makefile(const ProjectInfo& p) {
   return fill(
       "# Generated by fpgallm emit for design \"@DESIGN@\".\n"
       "#   make csim                     C simulation against the golden vectors (g++, C++14)\n"
-      "#   make check                    the front-end gate and the synthesizability checker\n"
+      "#   make check                    the front-end gate (host program against an XRT stand-in) and the\n"
+      "#                                 synthesizability checker\n"
       "#   make cosim                    C/RTL co-simulation of the golden testbench (Vitis HLS)\n"
       "#   make sw_emu|hw_emu|hw PLATFORM=<xpfm>   xclbin and host program (Vitis, XRT)\n"
       "#   make run TARGET=sw_emu|hw_emu|hw PLATFORM=<xpfm>  run that checks the golden logits\n"
@@ -738,7 +761,9 @@ std::string makefile(const ProjectInfo& p) {
       "\tpython3 $(FPGALLM_SOURCE)/scripts/check_synthesizable.py --top fpgallm_overlay --unroll-budget @BUDGET@ src\n"
       "\tfor cxx in g++ clang++; do for mode in \"\" \"-D__SYNTHESIS__ -I$(FPGALLM_SOURCE)/tests/kernels/vendor_stub\"; do "
       "$$cxx -std=c++14 -pedantic -Werror -Wall -Wextra -Wno-unknown-pragmas $$mode -Isrc -fsyntax-only "
-      "src/fpgallm_overlay.cpp || exit 1; done; done\n\n"
+      "src/fpgallm_overlay.cpp || exit 1; done; done\n"
+      "\t$(CXX) -std=c++17 -pedantic -Werror -Wall -Wextra -Wno-unknown-pragmas -I$(FPGALLM_SOURCE)/tests/kernels/vendor_stub -Isrc "
+      "-fsyntax-only host/host.cpp\n\n"
       "sw_emu hw_emu hw:\n\t$(MAKE) TARGET=$@ xclbin host\n\n"
       "check-platform:\n\t@test -n \"$(PLATFORM)\" || (echo \"set PLATFORM to the card's .xpfm or platform name\"; false)\n\n"
       "xclbin: $(XCLBIN)\n\n"

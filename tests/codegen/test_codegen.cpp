@@ -18,6 +18,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -84,9 +85,10 @@ Shell run_testbench(const std::string& dir) { return shell(dir + "/build_tb " + 
 // The front-end gate and the synthesizability checker on an emitted project.
 void expect_gate_and_checker(const std::string& dir, int unroll_budget) {
   const Shell gate = shell(source_path("scripts/frontend_gate.sh") + " " + dir + "/src " + dir +
-                           "/src/fpgallm_overlay.cpp " + dir + "/tb/testbench.cpp");
+                           "/src/fpgallm_overlay.cpp " + dir + "/tb/testbench.cpp " + dir + "/host/host.cpp");
   EXPECT_EQ(gate.status, 0) << gate.out;
   EXPECT_NE(gate.out.find("ok: clang++ synthesis " + dir + "/src/fpgallm_overlay.cpp"), std::string::npos) << gate.out;
+  EXPECT_NE(gate.out.find("ok: g++ host " + dir + "/host/host.cpp"), std::string::npos) << gate.out;
   const Shell check = shell("/usr/bin/python3 " + source_path("scripts/check_synthesizable.py") +
                             " --top fpgallm_overlay --unroll-budget " + std::to_string(unroll_budget) + " " + dir + "/src");
   EXPECT_EQ(check.status, 0) << check.out;
@@ -302,6 +304,41 @@ TEST(Codegen, HostCompilesWithXrt) {
   codegen::emit(m, qm, u280_design(), dir, codegen::EmitOptions{1});
   const Shell c = shell("g++ -std=c++17 -fsyntax-only -I" + dir + "/src -I" + xrt + " " + dir + "/host/host.cpp");
   EXPECT_EQ(c.status, 0) << c.out;
+}
+
+// The host program passes the front-end gate against the XRT stand-in, and its buffers and
+// scalars are checked against the top function's declared parameters when it compiles: a
+// parameter whose type or place changes, or one more or fewer, fails it.
+TEST(Codegen, HostArgumentsCheckedAgainstTheTopAtCompileTime) {
+  const model::Model& m = stories();
+  const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
+  const std::string dir = scratch_dir("codegen_host_args") + "/proj";
+  codegen::emit(m, qm, u280_design(), dir, codegen::EmitOptions{1});
+  const std::string header = dir + "/src/fpgallm_overlay.hpp";
+  const std::string original = read_bytes(header);
+  auto compiles = [&] {
+    return shell("g++ -std=c++17 -pedantic -Werror -Wall -Wextra -Wno-unknown-pragmas -fsyntax-only -I" + dir + "/src -I" +
+                 source_path("tests/kernels/vendor_stub") + " " + dir + "/host/host.cpp");
+  };
+  const Shell ok = compiles();
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  const std::vector<std::tuple<std::string, std::string, std::string>> changes = {
+      {"float* kv_k_scale", "int* kv_k_scale", "a buffer's elements differ"},
+      {"int result_buf, float* result", "float* result, int result_buf", "fpgallm_overlay"},
+      {"int token, int pos", "int token, float pos", "a scalar of another type"},
+      {"int token, int pos", "int token", "differ in number"},
+  };
+  for (const auto& [from, to, message] : changes) {
+    std::string changed = original;
+    const auto at = changed.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    changed.replace(at, from.size(), to);
+    write_bytes(header, changed);
+    const Shell bad = compiles();
+    EXPECT_NE(bad.status, 0) << to;
+    EXPECT_NE(bad.out.find(message), std::string::npos) << to << "\n" << bad.out;
+  }
+  write_bytes(header, original);
 }
 
 TEST(Codegen, BadDesignLeavesNoFolder) {
