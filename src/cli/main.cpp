@@ -18,6 +18,7 @@
 #include "mpi/dist.hpp"
 #include "report/format.hpp"
 #include "util/error.hpp"
+#include "util/number.hpp"
 #include "util/output.hpp"
 
 namespace cli {
@@ -47,15 +48,7 @@ void setup_commands(CLI::App& root) {
 namespace {
 
 // The number in s, or nullopt when s is not entirely one.
-std::optional<double> number(const std::string& s) {
-  std::size_t used = 0;
-  try {
-    const double v = std::stod(s, &used);
-    if (used == s.size()) return v;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
-}
+std::optional<double> number(const std::string& s) { return fpgallm::parse_double(s); }
 
 CLI::Validator bound(std::function<std::string(double)> check, std::string description) {
   return CLI::Validator(
