@@ -44,6 +44,7 @@ const nlohmann::json* find_prediction(const nlohmann::json& j) {
 // Fills what the flags left open from a plan/design JSON and from the device database.
 // Explicit flags always win.
 void fill_inputs(CostArgs& a) {
+  bool device_from_file = false;
   if (!a.from.empty()) {
     const nlohmann::json j = fpgallm::read_json_file(a.from, "the prediction file");
     // A design.json (any of its hardware sections at the top) is validated whole, so that a
@@ -75,10 +76,20 @@ void fill_inputs(CostArgs& a) {
     if (a.cards <= 0) a.cards = cards;
     if (!(a.watts > 0)) a.watts = watts / cards;
     if (!a.throughput) a.throughput = tps / cards;
-    if (a.device.empty() && p->contains("device") && (*p)["device"].is_string()) a.device = (*p)["device"].get<std::string>();
+    if (a.device.empty() && p->contains("device") && (*p)["device"].is_string()) {
+      a.device = (*p)["device"].get<std::string>();
+      device_from_file = true;
+    }
     });
   }
   if (!a.device.empty()) {
+    if (device_from_file && !hw::lookup_device(a.device)) {
+      try {
+        (void)hw::find_device(a.device);
+      } catch (const fpgallm::InputError& e) {
+        throw fpgallm::InputError(a.from, "device: " + e.problem());
+      }
+    }
     const hw::Device& d = hw::find_device(a.device);
     if (!(a.watts > 0) && d.tdp_w.has()) a.watts = *d.tdp_w;
     if (a.card_price <= 0 && d.price_usd.has()) a.card_price = *d.price_usd;
