@@ -42,7 +42,8 @@ def test_generate_same_words_as_the_command_line(model_and_tokenizer):
 def test_generate_tiny_topp_samples(model_and_tokenizer, topp):
     m, tok = model_and_tokenizer
     g = fpgallm.generate(m, tok, "Once", steps=12, topp=topp, seed=7)
-    assert len(g["tokens"]) == 12
+    assert len(g["tokens"]) == 13  # the 12 positions' inputs and the last sampled token
+    assert all(0 <= t < 512 for t in g["tokens"])
 
 
 @pytest.mark.parametrize("threads", [100000, 2**31 - 1, -1, 1025])
