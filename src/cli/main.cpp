@@ -50,7 +50,15 @@ void setup_commands(CLI::App& root) {
 namespace {
 
 // The number in s, or nullopt when s is not entirely one.
-std::optional<double> number(const std::string& s) { return fpgallm::parse_double(s); }
+std::optional<double> number(const std::string& s) {
+  if (auto v = fpgallm::parse_double(s)) return v;
+  // inf, nan and numbers beyond a double's range are numbers, refused as not finite ones.
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() + s.size() && !std::isfinite(v)) return v;
+  return std::nullopt;
+}
 
 CLI::Validator bound(std::function<std::string(double)> check, std::string description) {
   return CLI::Validator(
