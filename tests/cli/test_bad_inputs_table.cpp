@@ -241,6 +241,19 @@ std::vector<Row> rows() {
          write_bytes(d + "/m/config.json", base_config());
          return "run " + d + "/m" + kZ + " -n 4";
        }, "@/m/model.safetensors"},
+      // GGUF: a header count that disagrees with the tensor it counts.
+      {"gguf_vocab_size_disagrees_with_the_embedding", [](const std::string& d) {
+         const auto c = run_fpgallm("convert " + testing_support::stories260k() + " -z " + testing_support::tok512() + " -o " + d + "/m.gguf", 120);
+         if (c.status != 0) return std::string("convert failed");
+         std::string bytes = read_bytes(d + "/m.gguf");
+         const std::string key = "llama.vocab_size";
+         const auto at = bytes.find(key);
+         if (at == std::string::npos) return std::string("no llama.vocab_size");
+         const std::uint32_t lie = 1000;  // the embedding has 512 rows
+         std::memcpy(bytes.data() + at + key.size() + 4, &lie, 4);  // after the key: the u32 type tag, then the value
+         write_bytes(d + "/m.gguf", bytes);
+         return "info " + d + "/m.gguf";
+       }, "@/m.gguf"},
       // Sampler and prompt options.
       {"run_topp_nan", args_row("run @M -p nan -n 8"), "--topp"},
       {"run_topp_inf", args_row("run @M -p inf -n 8"), "--topp"},
