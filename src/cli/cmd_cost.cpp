@@ -44,9 +44,16 @@ const nlohmann::json* find_prediction(const nlohmann::json& j) {
 // Fills what the flags left open from a plan/design JSON and from the device database.
 // Explicit flags always win.
 void fill_inputs(CostArgs& a) {
+  bool device_from_file = false;
   if (!a.from.empty()) {
     const nlohmann::json j = fpgallm::read_json_file(a.from, "the prediction file");
-    if (j.is_object() && j.contains("matrix_unit")) (void)arch::load(a.from);  // a design.json: validated whole
+    // A design.json (any of its hardware sections at the top) is validated whole, so that a
+    // design that lacks a section is refused rather than costed from its prediction alone.
+    bool design = false;
+    for (const char* section : {"matrix_unit", "vector_unit", "tiling", "memory"})
+      design = design || (j.is_object() && j.contains(section));
+    if (design) (void)arch::load(a.from);
+    fpgallm::reading_json(a.from, [&] {
     const nlohmann::json* p = find_prediction(j);
     if (!p) throw fpgallm::InputError(a.from, "no prediction (an object with watts and decode_tokens_per_s) inside");
     auto positive = [&](const char* key) {
@@ -69,9 +76,20 @@ void fill_inputs(CostArgs& a) {
     if (a.cards <= 0) a.cards = cards;
     if (!(a.watts > 0)) a.watts = watts / cards;
     if (!a.throughput) a.throughput = tps / cards;
-    if (a.device.empty() && p->contains("device") && (*p)["device"].is_string()) a.device = (*p)["device"].get<std::string>();
+    if (a.device.empty() && p->contains("device") && (*p)["device"].is_string()) {
+      a.device = (*p)["device"].get<std::string>();
+      device_from_file = true;
+    }
+    });
   }
   if (!a.device.empty()) {
+    if (device_from_file && !hw::lookup_device(a.device)) {
+      try {
+        (void)hw::find_device(a.device);
+      } catch (const fpgallm::InputError& e) {
+        throw fpgallm::InputError(a.from, "device: " + e.problem());
+      }
+    }
     const hw::Device& d = hw::find_device(a.device);
     if (!(a.watts > 0) && d.tdp_w.has()) a.watts = *d.tdp_w;
     if (a.card_price <= 0 && d.price_usd.has()) a.card_price = *d.price_usd;

@@ -166,6 +166,13 @@ void devices(const DevicesArgs& a) {
   nlohmann::json j = d;
   if (!a.design.empty()) {
     arch::Design design = arch::load(a.design);
+    if (!design.device.empty() && !hw::lookup_device(design.device)) {
+      try {
+        (void)hw::find_device(design.device);
+      } catch (const fpgallm::InputError& e) {
+        throw fpgallm::InputError(a.design, "device: " + e.problem());
+      }
+    }
     hw::Utilization u = hw::estimate_resources(design, d);
     hw::Activity act;  // full activity, the fastest memory pool at its peak bandwidth
     act.offchip_bytes_per_s = d.memory.empty() ? 0 : d.memory.front().bandwidth_gbps.or_else(0) * 1e9;

@@ -14,18 +14,36 @@
 #include "mpi/dist.hpp"
 #include "quant/quant.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace {
 
 struct RunArgs {
-  std::string model, tokenizer, prompt, quant, backend = "ref", design;
+  std::string model, tokenizer, prompt, prompt_file, quant, backend = "ref", design;
   int steps = 256;
   float temperature = 1.0f, topp = 0.9f;
   unsigned long long seed = 0;
   bool json = false, chat = false;
 };
 
-void run(const RunArgs& a) {
+// The prompt from --prompt-file FILE, or from stdin for -i -; read whole, in one pass.
+std::string prompt_text(const RunArgs& a) {
+  if (!a.prompt_file.empty()) {
+    if (!a.prompt.empty()) throw fpgallm::InputError("--prompt-file", "give the prompt by -i or by --prompt-file, not both");
+    return fpgallm::read_regular_file(a.prompt_file);
+  }
+  if (a.prompt != "-") return a.prompt;
+  std::string text;
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) text.append(buf, n);
+  if (std::ferror(stdin)) throw fpgallm::InputError("-i -", "cannot read the prompt from stdin");
+  return text;
+}
+
+void run(const RunArgs& args) {
+  RunArgs a = args;
+  a.prompt = prompt_text(args);
   model::Model m = model::load(a.model);
   const bool bpe = m.bpe_tokenizer && a.tokenizer.empty();
   std::optional<model::Tokenizer> tok;
@@ -101,7 +119,8 @@ void setup(CLI::App& root) {
   auto* cmd = root.add_subcommand("run", "Generate text from a model (llama2.c-compatible sampling)");
   cmd->add_option("model", a->model, "Checkpoint: llama2.c .bin, .gguf, or a safetensors folder")->required();
   cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
-  cmd->add_option("-i,--prompt", a->prompt, "Prompt text");
+  cmd->add_option("-i,--prompt", a->prompt, "Prompt text (- reads it from stdin)");
+  cmd->add_option("--prompt-file", a->prompt_file, "A file whose whole text is the prompt");
   cmd->add_option("-n,--steps", a->steps, "Positions to run, prompt included (0 = the model's context; generation stops at the model's context)")->check(cli::kNonNegative);
   cmd->add_option("-t,--temperature", a->temperature, "0 = greedy")->check(cli::between(0.0, 100.0));
   cmd->add_option("-p,--topp", a->topp, "Nucleus sampling threshold (1 = off)")->check(cli::between(0.0, 1.0));

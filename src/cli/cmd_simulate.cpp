@@ -105,7 +105,16 @@ void simulate(const SimulateArgs& a) {
   const model::Model m = model::load_or_preset(a.model);
   const arch::Design d = arch::load(a.design);
   if (d.device.empty()) throw fpgallm::InputError(a.design, "design has no device");
-  const hw::Device& dev = hw::find_device(d.device);
+  // The device is the design file's field, not an option: an unknown one names the file.
+  const hw::Device* known = hw::lookup_device(d.device);
+  if (!known) {
+    try {
+      (void)hw::find_device(d.device);
+    } catch (const fpgallm::InputError& e) {
+      throw fpgallm::InputError(a.design, "device: " + e.problem());
+    }
+  }
+  const hw::Device& dev = *known;
   sim::Options o;
   if (a.phase == "decode")
     o.stage = arch::Stage::decode;
@@ -124,7 +133,15 @@ void simulate(const SimulateArgs& a) {
   t.tasks = a.trace_tasks;
   nlohmann::json trace;
   const auto t0 = std::chrono::steady_clock::now();
-  const sim::Report r = sim::simulate(m.config, d, dev, o, t, trace);
+  const sim::Report r = [&] {
+    try {
+      return sim::simulate(m.config, d, dev, o, t, trace);
+    } catch (const fpgallm::InputError& e) {
+      // The simulator names a design by its name field; the user knows it by its file.
+      if (e.source() == d.name) throw fpgallm::InputError(a.design, e.problem());
+      throw;
+    }
+  }();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (cli::progress_enabled()) std::fprintf(stderr, "simulated %lld tasks in %.2f s\n", static_cast<long long>(r.tasks), wall);
   if (t.enabled) fpgallm::write_file_atomic(a.trace, trace.dump() + "\n");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <string_view>
 #include <cmath>
 #include <cstdlib>
 #include <new>
@@ -18,6 +20,7 @@
 #include "mpi/dist.hpp"
 #include "report/format.hpp"
 #include "util/error.hpp"
+#include "util/number.hpp"
 #include "util/output.hpp"
 
 namespace cli {
@@ -48,12 +51,12 @@ namespace {
 
 // The number in s, or nullopt when s is not entirely one.
 std::optional<double> number(const std::string& s) {
-  std::size_t used = 0;
-  try {
-    const double v = std::stod(s, &used);
-    if (used == s.size()) return v;
-  } catch (const std::exception&) {
-  }
+  if (auto v = fpgallm::parse_double(s)) return v;
+  // inf, nan and numbers beyond a double's range are numbers, refused as not finite ones.
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() + s.size() && !std::isfinite(v)) return v;
   return std::nullopt;
 }
 
@@ -142,13 +145,22 @@ void refuse_impossible_numbers(CLI::App& app) {
     for (CLI::Option* opt : sub->get_options()) {
       const std::string type = opt->get_type_name();
       const bool is_unsigned = type.rfind("UINT", 0) == 0;
+      const bool is_integer = is_unsigned || type.rfind("INT", 0) == 0;
       if (!is_unsigned && type.rfind("INT", 0) != 0 && type.rfind("FLOAT", 0) != 0 && type.rfind("NUMBER", 0) != 0)
         continue;
       opt->check(CLI::Validator(
-          [is_unsigned](std::string& value) -> std::string {
+          [is_unsigned, is_integer](std::string& value) -> std::string {
             const char* s = value.c_str();
             while (std::isspace(static_cast<unsigned char>(*s))) ++s;
             if (is_unsigned && *s == '-') return value + " is negative; expected a number >= 0";
+            // A whole number beyond 64 bits, which a conversion would saturate or wrap.
+            const std::string_view digits = std::string_view(s).substr(*s == '+' || *s == '-' ? 1 : 0);
+            if (is_integer && !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
+              unsigned long long u = 0;
+              const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), u);
+              if (ec != std::errc() || (!is_unsigned && u > 9223372036854775807ull))
+                return value + " is beyond the range of a 64-bit integer";
+            }
             char* end = nullptr;
             const double v = std::strtod(s, &end);
             if (end != s && !std::isfinite(v)) return value + " is not a finite number";

@@ -55,7 +55,10 @@ Generation generate(Transformer& t, const model::BpeTokenizer& tok, Sampler& sam
   g.tokens = prompt;
   g.prompt_tokens = static_cast<int>(prompt.size());
   if (steps <= 0 || steps > c.seq_len) steps = c.seq_len;
-  if (g.prompt_tokens > steps) throw std::invalid_argument("prompt is longer than the number of steps");
+  if (g.prompt_tokens > steps)
+    throw fpgallm::InputError("-i", fmt::format("the prompt is {} tokens; at most {} fit: the number of "
+                                                "steps (-n), at most the model's context of {}",
+                                                g.prompt_tokens, steps, c.seq_len));
   std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
   auto start = std::chrono::steady_clock::now();
   for (int pos = 0; pos < steps; ++pos) {

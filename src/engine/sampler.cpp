@@ -1,8 +1,13 @@
 #include "engine/sampler.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "engine/transformer.hpp"
+#include "util/error.hpp"
 
 namespace engine {
 
@@ -13,8 +18,17 @@ int argmax(const float* v, int n) {
   return best;
 }
 
+void check_sampling(double temperature, double topp) {
+  // The words of the command line's -t/-p checks, so the Python API says the same.
+  if (!(temperature >= 0 && temperature <= kMaxTemperature))
+    throw fpgallm::InputError("temperature", fmt::format("{:g} is not between 0 and {:g}", temperature, kMaxTemperature));
+  if (!(topp >= 0 && topp <= 1)) throw fpgallm::InputError("topp", fmt::format("{:g} is not between 0 and 1", topp));
+}
+
 Sampler::Sampler(int vocab_size, float temperature, float topp, std::uint64_t seed)
     : vocab_size_(vocab_size), temperature_(temperature), topp_(topp), state_(seed ? seed : 1) {
+  if (vocab_size < 1) throw std::invalid_argument("a sampler needs a vocabulary of at least one token");
+  check_sampling(temperature, topp);
   candidates_.reserve(static_cast<std::size_t>(vocab_size));
 }
 
@@ -27,7 +41,7 @@ float Sampler::random_f32() {
 }
 
 int Sampler::sample(float* logits) {
-  if (temperature_ <= 0.0f) return argmax(logits, vocab_size_);
+  if (temperature_ <= 0.0f || vocab_size_ == 1) return argmax(logits, vocab_size_);
   for (int i = 0; i < vocab_size_; ++i) logits[i] /= temperature_;
   softmax(logits, vocab_size_);
   const float coin = random_f32();
@@ -45,6 +59,10 @@ int Sampler::sample(float* logits) {
   candidates_.clear();
   for (int i = 0; i < vocab_size_; ++i)
     if (logits[i] >= cutoff) candidates_.emplace_back(logits[i], i);
+  // The cutoff only saves sorting: when rounding puts every token below it (a flat
+  // distribution and a small topp), every token is a candidate. NaN is never one above zero.
+  if (candidates_.empty())
+    for (int i = 0; i < vocab_size_; ++i) candidates_.emplace_back(std::isnan(logits[i]) ? 0.0f : logits[i], i);
   std::sort(candidates_.begin(), candidates_.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
   float cumulative = 0.0f;

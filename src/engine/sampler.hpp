@@ -7,6 +7,13 @@
 
 namespace engine {
 
+// The highest temperature the command line and the Python API take.
+inline constexpr double kMaxTemperature = 100.0;
+
+// Refuses (InputError naming "temperature" or "topp") a temperature outside 0..100 or a
+// top-p outside 0..1, NaN included: the one check the command line and the Python API share.
+void check_sampling(double temperature, double topp);
+
 class Sampler {
  public:
   Sampler(int vocab_size, float temperature, float topp, std::uint64_t seed);

@@ -1,8 +1,14 @@
 #include "engine/transformer.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "util/error.hpp"
 
 namespace engine {
 
@@ -123,11 +129,35 @@ void swiglu(float* gate, const float* up, int n) {
   }
 }
 
+namespace {
+
+// The engine holds the keys and values of every position of the context, and one score per
+// head and position: refuse, before allocating, a context whose cache needs more than half
+// this machine's physical memory (the rest is for the weights and everything else), naming
+// the file and the field that set it.
+void check_context_fits(const model::Model& m) {
+  const auto& c = m.config;
+  const double bytes = (2.0 * c.n_layers * c.kv_dim() + c.n_heads) * c.seq_len * sizeof(float);
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const double memory = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+  if (memory <= 0 || bytes <= memory / 2) return;
+  const char* field = m.source_format == model::Format::safetensors ? "max_position_embeddings"
+                      : m.source_format == model::Format::gguf       ? "<arch>.context_length"
+                                                                      : "seq_len";
+  throw fpgallm::InputError(m.source_path.empty() ? c.name : m.source_path,
+                            fmt::format("context {} = {} needs {:.1f} GB of KV cache and scores for the engine, more than half of "
+                                        "this machine's {:.1f} GB of memory",
+                                        field, c.seq_len, bytes / 1e9, memory / 1e9));
+}
+
+}  // namespace
+
 Transformer::Transformer(const model::Model& m) : model_(m) {
   const auto& c = m.config;
   if (!m.has_weights()) throw std::invalid_argument(c.name + " has no weights (a preset cannot be run)");
   if (!c.llama_family()) throw std::invalid_argument("the engine runs llama-family models only (llama, qwen2, qwen3)");
   if (c.moe()) throw std::invalid_argument("the engine runs dense models only (mixture of experts is for planning)");
+  check_context_fits(m);
   const auto dim = static_cast<std::size_t>(c.dim);
   const auto q_dim = static_cast<std::size_t>(c.n_heads) * c.head_dim();
   x_.resize(dim);

@@ -204,8 +204,14 @@ Device read_device(const nlohmann::json& e, const std::string& path, const nlohm
 
 }  // namespace
 
+static std::vector<Device> devices_of(const nlohmann::json& j, const std::string& path);
+
 std::vector<Device> load_devices(const std::string& path) {
   const nlohmann::json j = fpgallm::read_json_file(path, "the device table");
+  return fpgallm::reading_json(path, [&] { return devices_of(j, path); });
+}
+
+static std::vector<Device> devices_of(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object() || !j.contains("devices") || !j["devices"].is_array())
     throw fpgallm::InputError(path, "expected an object with a \"devices\" list");
   const nlohmann::json defaults = j.value("ceilings", nlohmann::json::object());

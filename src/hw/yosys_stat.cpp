@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 namespace hw {
 
@@ -32,7 +33,9 @@ YosysCounts parse_yosys_stat(const std::string& text, const std::string& source)
   while (std::getline(in, line)) {
     std::smatch m;
     if (!std::regex_match(line, m, row)) break;
-    c.cells[m[1]] += std::stol(m[2]);
+    const auto n = fpgallm::parse_integer(m[2].str(), 0, std::int64_t(1) << 40);
+    if (!n) throw fpgallm::InputError(source, fmt::format("cell count '{}' of {} is out of range", m[2].str(), m[1].str()));
+    c.cells[m[1]] += *n;
   }
   if (c.cells.empty()) throw fpgallm::InputError(source, "the yosys cell table is empty");
   static const std::regex lut(R"(LUT[1-6])");

@@ -14,6 +14,7 @@
 #include "model/gguf.hpp"
 #include "model/utf8.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 #include "util/mapped_file.hpp"
 
 namespace model {
@@ -370,24 +371,28 @@ namespace {
 using nlohmann::json;
 
 // The regexes of a tokenizer.json pre_tokenizer (Sequence, Split, ByteLevel).
-void collect_patterns(const json& pre, std::vector<std::string>& out, const std::string& source) {
+void collect_patterns(const json& pre, std::vector<std::string>& out, const std::string& source, const std::string& name = "pre_tokenizer") {
   auto fail = [&](const std::string& problem) { throw fpgallm::InputError(source, problem); };
   if (pre.is_null()) return;
-  const std::string type = pre.value("type", "");
+  if (!pre.is_object()) fail(fmt::format("{} is a {}, not an object", name, pre.type_name()));
+  const std::string type = fpgallm::json_string(pre, "type", "", source, name + ".type");
   if (type == "Sequence") {
     auto it = pre.find("pretokenizers");
     if (it == pre.end() || !it->is_array()) fail("pre_tokenizer Sequence has no pretokenizers array");
-    for (const auto& p : *it) collect_patterns(p, out, source);
+    for (std::size_t i = 0; i < it->size(); ++i)
+      collect_patterns((*it)[i], out, source, fmt::format("{}.pretokenizers[{}]", name, i));
   } else if (type == "Split") {
-    if (pre.value("behavior", "") != "Isolated" || pre.value("invert", false))
+    if (fpgallm::json_string(pre, "behavior", "", source, name + ".behavior") != "Isolated" ||
+        fpgallm::json_bool(pre, "invert", false, source, name + ".invert"))
       fail("pre_tokenizer Split: only behavior Isolated without invert is supported");
-    const json& pattern = pre.value("pattern", json::object());
+    const json& pattern = fpgallm::json_object(pre, "pattern", source, name + ".pattern");
     if (pattern.contains("Regex") && pattern["Regex"].is_string()) out.push_back(pattern["Regex"].get<std::string>());
     else if (pattern.contains("String") && pattern["String"].is_string()) out.push_back("\\Q" + pattern["String"].get<std::string>() + "\\E");
     else fail("pre_tokenizer Split has no Regex or String pattern");
   } else if (type == "ByteLevel") {
-    if (pre.value("add_prefix_space", false)) fail("pre_tokenizer ByteLevel with add_prefix_space is not supported");
-    if (pre.value("use_regex", true)) out.push_back(kGpt2Pattern);
+    if (fpgallm::json_bool(pre, "add_prefix_space", false, source, name + ".add_prefix_space"))
+      fail("pre_tokenizer ByteLevel with add_prefix_space is not supported");
+    if (fpgallm::json_bool(pre, "use_regex", true, source, name + ".use_regex")) out.push_back(kGpt2Pattern);
   } else {
     fail(fmt::format("pre_tokenizer type '{}' is not supported (Sequence, Split, ByteLevel)", type));
   }
@@ -401,21 +406,37 @@ std::string read_text(const std::string& path) {
 }  // namespace
 
 BpeTokenizer BpeTokenizer::from_hf_json(const std::string& path) {
+  try {
+    return from_hf_json_unchecked(path);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of a type no check above expects: still the file's fault, named as such.
+    throw fpgallm::InputError(path, std::string("a field has the wrong type (") + e.what() + ")");
+  }
+}
+
+BpeTokenizer BpeTokenizer::from_hf_json_unchecked(const std::string& path) {
   auto fail = [&](const std::string& problem) { throw fpgallm::InputError(path, problem); };
-  json j = json::parse(read_text(path), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) fail("is not valid JSON");
-  const json& m = j.value("model", json::object());
-  if (m.value("type", "") != "BPE") fail("model.type is not BPE");
-  if (m.value("byte_fallback", false)) fail("model.byte_fallback (SentencePiece-style BPE) is not byte-level BPE");
-  if (const auto& n = j.value("normalizer", json()); !n.is_null() && n.value("type", "") != "NFC")
-    fail(fmt::format("normalizer '{}' is not supported", n.value("type", "?")));
-  const json& vocab = m.value("vocab", json::object());
-  if (!vocab.is_object() || vocab.empty()) fail("model.vocab is missing or empty");
+  json j = fpgallm::parse_json_text(read_text(path), path);
+  if (!j.is_object()) fail("is not a JSON object");
+  const json& m = fpgallm::json_object(j, "model", path, "model");
+  if (fpgallm::json_string(m, "type", "", path, "model.type") != "BPE") fail("model.type is not BPE");
+  if (fpgallm::json_bool(m, "byte_fallback", false, path, "model.byte_fallback"))
+    fail("model.byte_fallback (SentencePiece-style BPE) is not byte-level BPE");
+  if (const json* n = fpgallm::json_field(j, "normalizer")) {
+    if (!n->is_object()) fail(fmt::format("normalizer is a {}, not an object", n->type_name()));
+    if (const std::string type = fpgallm::json_string(*n, "type", "?", path, "normalizer.type"); type != "NFC")
+      fail(fmt::format("normalizer '{}' is not supported", type));
+  }
+  const json& vocab = fpgallm::json_object(m, "vocab", path, "model.vocab");
+  if (vocab.empty()) fail("model.vocab is missing or empty");
+  const json& added_tokens = fpgallm::json_array(j, "added_tokens", path, "added_tokens");
+  const std::int64_t max_id = std::min<std::int64_t>(static_cast<std::int64_t>(vocab.size() + added_tokens.size()), 1 << 24);
   std::vector<std::string> tokens;
   auto place = [&](const std::string& text, const json& id_json) {
     if (!id_json.is_number_integer()) fail(fmt::format("token '{}' has a non-integer id", text));
     const auto id = id_json.get<std::int64_t>();
-    if (id < 0 || id > (1 << 24)) fail(fmt::format("token '{}' has id {} out of range", text, id));
+    // Ids are dense, so none can reach the number of tokens the file lists.
+    if (id < 0 || id >= max_id) fail(fmt::format("token '{}' has id {} out of range (the file lists {} tokens)", text, id, max_id));
     if (tokens.size() <= static_cast<std::size_t>(id)) tokens.resize(static_cast<std::size_t>(id) + 1);
     if (!tokens[static_cast<std::size_t>(id)].empty() && tokens[static_cast<std::size_t>(id)] != text)
       fail(fmt::format("id {} is given to both '{}' and '{}'", id, tokens[static_cast<std::size_t>(id)], text));
@@ -423,16 +444,15 @@ BpeTokenizer BpeTokenizer::from_hf_json(const std::string& path) {
   };
   for (auto it = vocab.begin(); it != vocab.end(); ++it) place(it.key(), it.value());
   std::vector<Special> specials;
-  if (auto added = j.find("added_tokens"); added != j.end() && added->is_array())
-    for (const auto& a : *added) {
+  for (const auto& a : added_tokens) {
       if (!a.is_object() || !a.contains("content") || !a["content"].is_string()) fail("added_tokens holds an entry without content");
-      place(a["content"].get<std::string>(), a.value("id", json()));
+      place(a["content"].get<std::string>(), a.contains("id") ? a["id"] : json());
       specials.push_back({a["content"].get<std::string>(), a["id"].get<int>()});
     }
   for (std::size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i].empty()) fail(fmt::format("no token has id {} (ids must be dense)", i));
   std::vector<std::string> merges;
-  const json& mj = m.value("merges", json::array());
+  const json& mj = fpgallm::json_array(m, "merges", path, "model.merges");
   for (const auto& e : mj) {
     if (e.is_string()) merges.push_back(e.get<std::string>());
     else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string())
@@ -440,21 +460,23 @@ BpeTokenizer BpeTokenizer::from_hf_json(const std::string& path) {
     else fail("model.merges holds an entry that is neither \"a b\" nor [a, b]");
   }
   std::vector<std::string> patterns;
-  collect_patterns(j.value("pre_tokenizer", json()), patterns, path);
+  collect_patterns(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), patterns, path);
   BpeTokenizer t(std::move(tokens), merges, std::move(patterns), std::move(specials), path);
-  t.ignore_merges_ = m.value("ignore_merges", false);
+  t.ignore_merges_ = fpgallm::json_bool(m, "ignore_merges", false, path, "model.ignore_merges");
   // A TemplateProcessing post-processor that starts with a special token adds it as bos.
   std::function<void(const json&)> find_bos = [&](const json& p) {
     if (!p.is_object()) return;
-    if (p.value("type", "") == "Sequence")
-      for (const auto& q : p.value("processors", json::array())) find_bos(q);
-    if (p.value("type", "") == "TemplateProcessing") {
-      const json& single = p.value("single", json::array());
-      if (single.is_array() && !single.empty() && single[0].contains("SpecialToken"))
-        if (auto id = t.special_id(single[0]["SpecialToken"].value("id", ""))) t.set_bos(*id);
+    const std::string type = fpgallm::json_string(p, "type", "", path, "post_processor.type");
+    if (type == "Sequence")
+      for (const auto& q : fpgallm::json_array(p, "processors", path, "post_processor.processors")) find_bos(q);
+    if (type == "TemplateProcessing") {
+      const json& single = fpgallm::json_array(p, "single", path, "post_processor.single");
+      if (!single.empty() && single[0].is_object() && single[0].contains("SpecialToken"))
+        if (auto id = t.special_id(fpgallm::json_string(single[0]["SpecialToken"], "id", "", path, "post_processor.single[0].SpecialToken.id")))
+          t.set_bos(*id);
     }
   };
-  find_bos(j.value("post_processor", json()));
+  find_bos(j.contains("post_processor") ? j["post_processor"] : json());
   return t;
 }
 

@@ -64,6 +64,7 @@ class BpeTokenizer {
   std::string chat_prompt(std::string_view user, std::string_view system = {}) const;
 
  private:
+  static BpeTokenizer from_hf_json_unchecked(const std::string& path);
   void encode_piece(std::string_view piece, std::vector<int>& out) const;
   void pre_tokenize(std::string_view text, std::vector<std::string_view>& out) const;
   void encode_ordinary(std::string_view text, std::vector<int>& out) const;

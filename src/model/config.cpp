@@ -79,7 +79,7 @@ std::string Config::invalid_reason() const {
   if (uses_rope() && head_dim() % 2 != 0) return fmt::format("head size {} must be even for rotary embedding", head_dim());
   if (!in_range(vocab_size, 1, 1 << 24)) return fmt::format("vocab_size {} out of range", vocab_size);
   if (!in_range(seq_len, 1, 1 << 24)) return fmt::format("seq_len {} out of range", seq_len);
-  if (!(rope_theta > 0)) return "rope_theta must be positive";
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) return fmt::format("rope_theta {} must be finite and positive", rope_theta);
   if (rope_scaling.factor != 0 &&
       !(rope_scaling.factor >= 1 && rope_scaling.low_freq_factor > 0 && rope_scaling.high_freq_factor > rope_scaling.low_freq_factor &&
         rope_scaling.original_context > 0))
@@ -92,7 +92,9 @@ std::string Config::invalid_reason() const {
     if (!in_range(n_dense_layers, 0, n_layers - 1)) return fmt::format("n_dense_layers {} must be below n_layers", n_dense_layers);
     if (!gated_ffn()) return "mixture-of-experts blocks are modelled for SwiGLU (llama-family) models only";
   }
-  if (!(norm_eps > 0)) return "norm_eps must be positive";
+  if (!(norm_eps > 0) || !std::isfinite(norm_eps)) return fmt::format("norm_eps {} must be finite and positive", norm_eps);
+  if (rope_scaling.factor != 0 && !(std::isfinite(rope_scaling.factor) && std::isfinite(rope_scaling.high_freq_factor)))
+    return "rope_scaling factors must be finite";
   return "";
 }
 

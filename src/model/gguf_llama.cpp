@@ -151,6 +151,9 @@ Config llama_config_from_gguf(const gguf::Reader& r) {
   if (embd.dims.size() != 2 || embd.dims[1] > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
     r.fail("token_embd.weight is not a [vocab][dim] matrix");
   c.vocab_size = static_cast<int>(embd.dims[1]);
+  // A header count must agree with the tensor it counts.
+  if (auto stated = r.int_or_none(k + "vocab_size"); stated && *stated != c.vocab_size)
+    r.fail(fmt::format("{}vocab_size {} disagrees with token_embd.weight's {} rows", k, *stated, c.vocab_size));
   c.shared_classifier = r.find_tensor("output.weight") == nullptr;
   if (const gguf::Value* name = r.find("general.name"); name && name->type == gguf::ValueType::string && !name->s[0].empty())
     c.name = name->s[0];

@@ -344,9 +344,16 @@ void require_finite(const Model& m, const std::string& source, std::string_view 
     require_finite_tensor(lw.ffn_norm, source, fmt::format("blk.{}.ffn_norm", l), consequence);
     for (Linear which : kBlockLinears)
       require_finite_tensor(lw.linear(which), source, linear_name(int(l), which), consequence);
+    // Qwen2's q/k/v biases and Qwen3's q/k norm gains: numbers of the model like any weight.
+    require_finite_tensor(lw.bq, source, fmt::format("blk.{}.attn_q.bias", l), consequence);
+    require_finite_tensor(lw.bk, source, fmt::format("blk.{}.attn_k.bias", l), consequence);
+    require_finite_tensor(lw.bv, source, fmt::format("blk.{}.attn_v.bias", l), consequence);
+    require_finite_tensor(lw.q_norm, source, fmt::format("blk.{}.attn_q_norm", l), consequence);
+    require_finite_tensor(lw.k_norm, source, fmt::format("blk.{}.attn_k_norm", l), consequence);
   }
   require_finite_tensor(w.final_norm, source, "final norm", consequence);
   require_finite_tensor(w.classifier, source, "classifier", consequence);
+  require_finite_tensor(w.rope_freq_factors, source, "rope_freqs", consequence);
 }
 
 Model load(const std::string& path) {

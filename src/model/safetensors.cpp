@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 
 #include "model/gguf.hpp"
 #include "util/error.hpp"
+#include "util/json_file.hpp"
 #include "util/input_file.hpp"
 #include "util/mapped_file.hpp"
 #include "util/output.hpp"
@@ -61,8 +63,8 @@ void File::parse() {
   if (n > kMaxHeader) fail(fmt::format("header length {} exceeds the 100 MiB limit", n));
   data_offset_ = 8 + n;
   const std::uint64_t data_size = bytes_.size() - data_offset_;
-  json header = json::parse(bytes_.begin() + 8, bytes_.begin() + static_cast<std::ptrdiff_t>(data_offset_), nullptr, false);
-  if (header.is_discarded()) fail("header is not valid JSON");
+  json header = fpgallm::parse_json_text(
+      std::string_view(reinterpret_cast<const char*>(bytes_.data()) + 8, static_cast<std::size_t>(n)), source_);
   if (!header.is_object()) fail("header is not a JSON object");
   auto as_u64 = [](const json& j, std::uint64_t& out) {
     if (!j.is_number_unsigned()) return false;
@@ -184,14 +186,38 @@ double json_number(const json& j, const char* key, const std::string& source, do
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_number()) throw fpgallm::InputError(source, fmt::format("\"{}\" is not a number", key));
-  return it->get<double>();
+  const double v = it->get<double>();
+  // The model holds these as floats: a value a float cannot hold is as wrong as inf or NaN.
+  if (!std::isfinite(v) || !std::isfinite(static_cast<float>(v)))
+    throw fpgallm::InputError(source, fmt::format("\"{}\" = {} is not a finite number", key, it->dump()));
+  return v;
 }
+
+// A number that must be finite and above zero (rms_norm_eps, rope_theta, rope factors).
+double json_positive(const json& j, const char* key, const std::string& source, double fallback) {
+  const double v = json_number(j, key, source, fallback);
+  if (!(v > 0) || !(static_cast<float>(v) > 0))
+    throw fpgallm::InputError(source, fmt::format("\"{}\" = {} must be above zero", key, v));
+  return v;
+}
+
+Config config_from_hf_json_unchecked(const std::string& text, const std::string& source);
 
 }  // namespace
 
 Config config_from_hf_json(const std::string& text, const std::string& source) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw fpgallm::InputError(source, "is not valid JSON");
+  try {
+    return config_from_hf_json_unchecked(text, source);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of a type no check below expects: still the file's fault, named as such.
+    throw fpgallm::InputError(source, std::string("a field has the wrong type (") + e.what() + ")");
+  }
+}
+
+namespace {
+
+Config config_from_hf_json_unchecked(const std::string& text, const std::string& source) {
+  json j = fpgallm::parse_json_text(text, source);
   if (!j.is_object()) throw fpgallm::InputError(source, "is not a JSON object");
   // model_type, or the architectures list, names the block: llama, qwen2 or qwen3.
   std::optional<Arch> arch;
@@ -224,18 +250,20 @@ Config config_from_hf_json(const std::string& text, const std::string& source) {
   c.n_kv_heads = json_int(j, "num_key_value_heads", source, c.n_heads);
   c.vocab_size = json_int(j, "vocab_size", source);
   c.seq_len = json_int(j, "max_position_embeddings", source);
-  c.norm_eps = static_cast<float>(json_number(j, "rms_norm_eps", source, 1e-6));
-  c.rope_theta = static_cast<float>(json_number(j, "rope_theta", source, 10000.0));
+  c.norm_eps = static_cast<float>(json_positive(j, "rms_norm_eps", source, 1e-6));
+  c.rope_theta = static_cast<float>(json_positive(j, "rope_theta", source, 10000.0));
   auto tie = j.find("tie_word_embeddings");
   if (tie != j.end() && !tie->is_null() && !tie->is_boolean())
     throw fpgallm::InputError(source, "\"tie_word_embeddings\" is not a boolean");
   c.shared_classifier = tie != j.end() && tie->is_boolean() && tie->get<bool>();
   if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
-    const std::string type = rs->is_object() ? rs->value("rope_type", rs->value("type", "")) : "";
+    if (!rs->is_object()) throw fpgallm::InputError(source, fmt::format("rope_scaling is a {}, not an object", rs->type_name()));
+    const std::string type = fpgallm::json_string(*rs, "rope_type", fpgallm::json_string(*rs, "type", "", source, "rope_scaling.type"),
+                                                  source, "rope_scaling.rope_type");
     if (type != "llama3") throw fpgallm::InputError(source, fmt::format("rope_scaling {} is not supported (llama3)", rs->dump()));
-    c.rope_scaling.factor = static_cast<float>(json_number(*rs, "factor", source, 0));
-    c.rope_scaling.low_freq_factor = static_cast<float>(json_number(*rs, "low_freq_factor", source, 1));
-    c.rope_scaling.high_freq_factor = static_cast<float>(json_number(*rs, "high_freq_factor", source, 4));
+    c.rope_scaling.factor = static_cast<float>(json_positive(*rs, "factor", source, 0));
+    c.rope_scaling.low_freq_factor = static_cast<float>(json_positive(*rs, "low_freq_factor", source, 1));
+    c.rope_scaling.high_freq_factor = static_cast<float>(json_positive(*rs, "high_freq_factor", source, 4));
     c.rope_scaling.original_context = json_int(*rs, "original_max_position_embeddings", source);
   }
   if (j.contains("head_dim") && !j["head_dim"].is_null()) {
@@ -245,6 +273,8 @@ Config config_from_hf_json(const std::string& text, const std::string& source) {
   if (auto why = c.invalid_reason(); !why.empty()) throw fpgallm::InputError(source, "bad model shape: " + why);
   return c;
 }
+
+}  // namespace
 
 std::string hf_config_json(const Config& c, const std::string& dtype) {
   const char* torch_dtype = dtype == "F16" ? "float16" : dtype == "BF16" ? "bfloat16" : "float32";
@@ -344,7 +374,7 @@ std::string hf_tensor_name(int layer, Linear l) {
 
 // config.json's eos_token_id (an integer, or the first of a list).
 std::optional<int> eos_token_id(const std::string& config_text) {
-  json j = json::parse(config_text, nullptr, false);
+  json j = fpgallm::parse_json_text(config_text, "config.json");
   if (!j.is_object()) return std::nullopt;
   json e = j.value("eos_token_id", json());
   if (e.is_array() && !e.empty()) e = e[0];
@@ -362,8 +392,8 @@ std::vector<std::string> shard_files(const fs::path& dir) {
   if (fs::exists(dir / "model.safetensors")) return {(dir / "model.safetensors").string()};
   const fs::path index = dir / "model.safetensors.index.json";
   if (fs::exists(index)) {
-    json j = json::parse(read_text_file(index), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw fpgallm::InputError(index.string(), "is not valid JSON");
+    json j = fpgallm::parse_json_text(read_text_file(index), index.string());
+    if (!j.is_object()) throw fpgallm::InputError(index.string(), "is not a JSON object");
     auto map = j.find("weight_map");
     if (map == j.end() || !map->is_object()) throw fpgallm::InputError(index.string(), "has no \"weight_map\" object");
     std::vector<std::string> files;

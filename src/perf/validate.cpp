@@ -23,6 +23,7 @@
 #include "util/csv.hpp"
 #include "util/error.hpp"
 #include "util/json_file.hpp"
+#include "util/number.hpp"
 #include "util/paths.hpp"
 
 namespace perf {
@@ -44,7 +45,7 @@ std::optional<double> first_number(const std::string& s) {  // "1,384.0 ms" -> 1
   if (!std::regex_search(s, m, number)) return std::nullopt;
   std::string digits = m[1];
   digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
-  return std::stod(digits);
+  return fpgallm::parse_double(digits).value_or(HUGE_VAL);  // beyond a double's range: infinity, refused by the caller
 }
 bool is_range(const std::string& s) {
   static const std::regex range(R"(\d\s*-\s*\d)");
@@ -57,7 +58,7 @@ int card_count(const std::string& s) {
   static const std::regex counted(R"((?:^|[^\w.])(\d{1,4})\s*(?:nodes?|cards?|boards?|fpgas?|gpus?|devices?)\b)",
                                   std::regex::icase);
   std::smatch m;
-  if (std::regex_search(s, m, times) || std::regex_search(s, m, counted)) return std::max(1, std::stoi(m[1]));
+  if (std::regex_search(s, m, times) || std::regex_search(s, m, counted)) return std::max(1, static_cast<int>(fpgallm::parse_integer(m[1].str(), 0, 9999).value_or(1)));
   return 1;
 }
 
@@ -108,9 +109,17 @@ std::vector<ModelAlias> model_aliases(const std::string& designs_dir) {
   std::string path = designs_dir + "/models.json";
   if (!std::filesystem::exists(path)) path = fpgallm::data_dir() + "/published/models.json";
   const nlohmann::json j = fpgallm::read_json_file(path, "the model-name table");
-  std::vector<ModelAlias> out;
-  for (const auto& e : j.at("models")) out.push_back({e.at("contains").get<std::vector<std::string>>(), e.at("preset")});
-  return out;
+  return fpgallm::reading_json(path, [&] {
+    if (!j.is_object() || !j.contains("models") || !j["models"].is_array())
+      throw fpgallm::InputError(path, "expected an object with a \"models\" list");
+    std::vector<ModelAlias> out;
+    for (const auto& e : j["models"]) {
+      if (!e.is_object() || !e.contains("contains") || !e["contains"].is_array() || !e.contains("preset") || !e["preset"].is_string())
+        throw fpgallm::InputError(path, "each entry of \"models\" needs a \"contains\" list of strings and a \"preset\" string");
+      out.push_back({e.at("contains").get<std::vector<std::string>>(), e.at("preset")});
+    }
+    return out;
+  });
 }
 
 std::optional<std::string> resolve_model(const std::string& text, const std::vector<ModelAlias>& aliases) {
@@ -313,6 +322,7 @@ struct Request {
 };
 
 constexpr int kUnknownContext = 512;  // decode context when a row gives no lengths
+constexpr double kMaxCount = 1 << 30;  // the largest batch or length a row may state
 
 // Figures of the row's metric from a predictor (FPGA design or GPU), by lowering the
 // workloads it needs: prefill at the prompt, decode at the start, middle and end of the
@@ -369,7 +379,9 @@ std::optional<std::string> identify_model(const std::string& text) {
   std::vector<Stated> sizes;
   for (auto it = std::sregex_iterator(t.begin(), t.end(), size); it != std::sregex_iterator(); ++it) {
     const double unit = (*it)[3].str() == "b" ? 1e9 : 1e6;
-    const double count = std::stod((*it)[1].str()) * unit;
+    const auto stated = fpgallm::parse_double((*it)[1].str());
+    if (!stated) continue;
+    const double count = *stated * unit;
     const double half_digit = 0.5 * unit * std::pow(10.0, -double((*it)[2].length()));
     sizes.push_back({count, std::max(0.15 * count, half_digit)});
   }
@@ -438,12 +450,16 @@ std::optional<double> resource_count(const std::string& cell, double device_tota
   std::smatch m;
   if (std::regex_search(cell, m, percent)) {
     if (device_total <= 0) return std::nullopt;
-    return std::stod(m[1]) / 100 * device_total;
+    const auto percent_used = fpgallm::parse_double(m[1].str());
+    if (!percent_used) return std::nullopt;
+    return *percent_used / 100 * device_total;
   }
   if (std::regex_search(cell, m, count)) {
     std::string digits = m[1];
     digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());  // "177,000"
-    double v = std::stod(digits);
+    const auto parsed = fpgallm::parse_double(digits);
+    if (!parsed) return std::nullopt;
+    double v = *parsed;
     const std::string unit = lower(m[2]);
     if (unit == "k") v *= 1e3;
     if (unit == "m") v *= 1e6;
@@ -671,14 +687,33 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
 
     const auto metric = metric_of(get("metric"));
     Request req;
-    req.batch = std::max(1, int(first_number(get("batch")).value_or(1)));
+    // A number cell's first number; one beyond a double's range (a cell of 400 digits) is
+    // refused naming the file, line and column.
+    auto number_cell = [&](const char* column) {
+      const std::string cell = get(column);
+      const std::optional<double> v = first_number(cell);
+      if (v && !std::isfinite(*v))
+        throw fpgallm::InputError(csv_path, fmt::format("line {}, column {}: the number in '{}' is beyond a double's range", line,
+                                                        column, cell.substr(0, 40) + (cell.size() > 40 ? "..." : "")));
+      return v;
+    };
+    // A count cell (batch, prompt_len, gen_len), refused beyond what a request can hold.
+    auto count_cell = [&](const char* column, int fallback) {
+      const std::optional<double> v = number_cell(column);
+      if (!v) return fallback;
+      if (!(*v <= kMaxCount))
+        throw fpgallm::InputError(csv_path, fmt::format("line {}, column {}: {:g} is beyond the largest count fpgallm takes ({:g})",
+                                                        line, column, *v, kMaxCount));
+      return static_cast<int>(*v);
+    };
+    req.batch = std::max(1, count_cell("batch", 1));
     const std::string prompt_cell = get("prompt_len"), gen_cell = get("gen_len");
     const bool lengths_are_ranges = is_range(prompt_cell) || is_range(gen_cell);
     if (lower(prompt_cell).find("kv length") != std::string::npos) {
-      req.context = int(first_number(prompt_cell).value_or(kUnknownContext));
+      req.context = count_cell("prompt_len", kUnknownContext);
     } else {
-      req.prompt = int(first_number(prompt_cell).value_or(0));
-      req.generate = int(first_number(gen_cell).value_or(0));
+      req.prompt = count_cell("prompt_len", 0);
+      req.generate = count_cell("gen_len", 0);
       req.context = req.generate > 0 ? req.prompt + req.generate / 2 : (req.prompt > 0 ? req.prompt : kUnknownContext);
     }
     const auto model_name = resolve_model(get("model") + " " + get("params"), aliases);
@@ -696,7 +731,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       const std::string value = get("value");
       if (is_bound_or_ratio(value)) return skip("fpga", metric->name, "a bound or a ratio ('" + value + "'), not a measurement");
       if (is_range(value)) return skip("fpga", metric->name, "a range of values, not one measurement");
-      auto measured = first_number(value);
+      auto measured = number_cell("value");
       if (!measured || *measured <= 0) return skip("fpga", metric->name, "no numeric value");
       *measured *= metric->per_published;
       if (lengths_are_ranges) return skip("fpga", metric->name, "one value given for a range of prompt/generation lengths");
@@ -790,7 +825,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
       if (std::regex_search(before_note, two_figures))
         return skip("gpu", metric->name, "two figures in one cell (" + gpu_value + ")");
       if (is_bound_or_ratio(before_note)) return skip("gpu", metric->name, "a bound or a ratio ('" + gpu_value + "'), not a measurement");
-      const auto measured = first_number(gpu_value);
+      const auto measured = number_cell("gpu_baseline_value");
       if (!measured || *measured <= 0) return skip("gpu", metric->name, "no numeric value");
       if (lengths_are_ranges) return skip("gpu", metric->name, "one value given for a range of lengths");
       if (!model_name) return skip("gpu", metric->name, "model not identified as a preset");

@@ -280,6 +280,8 @@ PYBIND11_MODULE(_core, m) {
       "generate",
       [](const model::Model& mdl, const model::Tokenizer& tok, const std::string& prompt, int steps,
          float temperature, float topp, std::uint64_t seed, const py::object& quant) {
+        engine::check_sampling(temperature, topp);
+        if (steps < 0) throw fpgallm::InputError("steps", std::to_string(steps) + " is negative");
         engine::Generation g;
         const auto t = fp::transformer_for(mdl, quant);
         {

@@ -25,7 +25,13 @@ __attribute__((target_clones("avx2", "default"))) std::int32_t dot_int8(const st
   return acc;
 }
 
+// The most threads a call may ask for: far above any machine's cores, far below what
+// creating threads could survive.
+constexpr int kMaxThreads = 1024;
+
 int thread_count(int threads, long work) {
+  if (threads < 0 || threads > kMaxThreads)
+    throw std::invalid_argument("threads=" + std::to_string(threads) + " must be 0 (every core) or 1.." + std::to_string(kMaxThreads));
   if (work < 65536) return 1;
   return threads > 0 ? threads : 0;
 }

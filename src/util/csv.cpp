@@ -17,8 +17,13 @@ CsvRows parse_csv(std::string_view text, const std::string& path) {
   bool quoted = false, any = false;
   int line = 1, row_line = 1;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // the UTF-8 byte-order mark spreadsheets write
+  auto check_length = [&] {
+    if (field.size() > kMaxCsvCell)
+      throw fpgallm::InputError(path, fmt::format("line {}, column {}: a cell longer than {} bytes", row_line, row.size() + 1, kMaxCsvCell));
+  };
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
+    check_length();
     if (quoted) {
       if (ch == '"') {
         if (i + 1 < text.size() && text[i + 1] == '"') {
@@ -56,6 +61,7 @@ CsvRows parse_csv(std::string_view text, const std::string& path) {
       any = true;
     }
   }
+  check_length();
   if (quoted) throw fpgallm::InputError(path, fmt::format("line {}: unterminated quoted field", row_line));
   if (any || !field.empty()) {
     row.push_back(field);

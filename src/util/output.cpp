@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -249,6 +250,56 @@ std::string temp_name(const std::string& path) {
   return fmt::format("{}.tmp.{}.{}", p, ::getpid(), g_counter.fetch_add(1));
 }
 
+// The file fpgallm puts in each temporary folder it makes, holding its pid: what tells a
+// temporary folder a killed fpgallm left from anything else with a similar name.
+constexpr const char* kTempMarker = ".fpgallm-temporary";
+
+// Whether name is "<base>.tmp.<pid>.<n>" (temp_name's pattern); its pid when it is.
+std::optional<long> temp_owner(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp.";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const std::string rest = name.substr(prefix.size());
+  const auto dot = rest.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size() || dot > 10) return std::nullopt;
+  if (rest.find_first_not_of("0123456789.") != std::string::npos || rest.find('.', dot + 1) != std::string::npos)
+    return std::nullopt;
+  const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+  return pid > 0 ? std::optional<long>(pid) : std::nullopt;
+}
+
+bool process_gone(long pid) { return pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+// Removes the temporaries that earlier runs of fpgallm, killed (SIGKILL) before they could
+// clean up, left beside path: entries named by temp_name's pattern for this very path whose
+// owning process is gone; a folder only when it holds kTempMarker with that pid, a file only
+// when it is a regular file of this user. Anything else is left alone.
+void remove_stale_temporaries(const std::string& path) {
+  const fs::path p(path);
+  const std::string base = p.filename().string();
+  if (base.empty()) return;
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto owner = temp_owner(name, base);
+    if (!owner || !process_gone(*owner)) continue;
+    struct stat st {};
+    const std::string full = it->path().string();
+    if (::lstat(full.c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
+    if (S_ISREG(st.st_mode)) {
+      ::unlink(full.c_str());
+    } else if (S_ISDIR(st.st_mode)) {
+      const std::string marker = full + "/" + kTempMarker;
+      const int fd = ::open(marker.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+      if (fd < 0) continue;
+      char buf[32] = {};
+      const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+      ::close(fd);
+      if (n > 0 && std::strtol(buf, nullptr, 10) == *owner) remove_tree(full.c_str());
+    }
+  }
+}
+
 std::string strip_slash(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   return p;
@@ -470,6 +521,7 @@ OutputLock::~OutputLock() {
 // ---- OutputFile ---------------------------------------------------------------------------
 
 OutputFile::OutputFile(std::string path) : path_(strip_slash(std::move(path))) {
+  remove_stale_temporaries(path_);
   tmp_ = temp_name(path_);
   slot_ = register_path(tmp_, kFile);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -533,6 +585,14 @@ OutputFolder::OutputFolder(std::string path)
     unregister_path(slot_);
     throw InputError(path_, "cannot create the output folder: " + errno_text(err));
   }
+  // Under the lock: no other fpgallm writes this output now, so what is stale stays stale.
+  remove_stale_temporaries(path_);
+  const std::string marker = tmp_ + "/" + kTempMarker;
+  if (const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::write(fd, pid.data(), pid.size()) < 0) { /* without it a killed run's folder is only left, never removed */ }
+    ::close(fd);
+  }
 }
 
 OutputFolder::~OutputFolder() {
@@ -541,6 +601,7 @@ OutputFolder::~OutputFolder() {
 }
 
 void OutputFolder::commit() {
+  ::unlink((tmp_ + "/" + kTempMarker).c_str());  // the marker of a temporary is no output
   nlohmann::json files = nlohmann::json::object();
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(tmp_, ec); !ec && it != fs::recursive_directory_iterator();
