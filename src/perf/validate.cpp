@@ -760,8 +760,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
         const double predicted = with(constants());
         ValidationRow row{line, source, "fpga", fpga_dev->id, *model_name, published->scheme, metric->name, metric->unit,
                           cards, req.batch, req.prompt, req.generate, *measured, predicted,
-                          (predicted - *measured) / *measured, {}, d.kernel_gaps()};
-        row.design = published->design_source;
+                          (predicted - *measured) / *measured, {}, d.kernel_gaps(), published->design_source, 0, 0};
         fpga_errors.push_back(row.error);
         v.rows.push_back(row);
         models.push_back({with});
@@ -856,8 +855,8 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
         const double predicted = with(constants());
         ValidationRow row{line, source, "gpu", gpu->id, *model_name, *scheme, metric->name, metric->unit, cards,
                           req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured,
-                          std::string(to_string(stack)) + (named ? "" : " (none named: eager assumed)"), {}};
-        row.design = published ? published->design_source : source;
+                          std::string(to_string(stack)) + (named ? "" : " (none named: eager assumed)"), {},
+                          published ? published->design_source : source, 0, 0};
         gpu_errors.push_back(row.error);
         v.rows.push_back(row);
         models.push_back({with});

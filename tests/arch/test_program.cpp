@@ -111,7 +111,9 @@ TEST(Program, QwenBiasesAndHeadNormsAndFreeHeadWidth) {
     const bool qkv = i.linear == model::Linear::wq || i.linear == model::Linear::wk || i.linear == model::Linear::wv;
     EXPECT_EQ(i.bias, qkv) << i.name;
     biased += i.bias;
-    if (i.name == "blk.0.wk") EXPECT_EQ(i.weight_bytes, 32LL * 64 + 32 * 4 + 32 * 4);  // codes, row scales, bias
+    if (i.name == "blk.0.wk") {
+      EXPECT_EQ(i.weight_bytes, 32LL * 64 + 32 * 4 + 32 * 4);  // codes, row scales, bias
+    }
   }
   EXPECT_EQ(biased, 3 * c.n_layers);
   EXPECT_EQ(count(p, arch::Op::head_norm), 0);
@@ -126,9 +128,15 @@ TEST(Program, QwenBiasesAndHeadNormsAndFreeHeadWidth) {
   EXPECT_EQ(count(p, arch::Op::head_norm), c.n_layers);
   for (std::size_t k = 0; k < p.instructions.size(); ++k) {
     const auto& i = p.instructions[k];
-    if (i.name == "blk.1.wq") EXPECT_EQ(i.rows, 128);
-    if (i.name == "blk.1.wo") EXPECT_EQ(i.cols, 128);
-    if (i.name == "blk.1.wk") EXPECT_EQ(i.rows, 64);
+    if (i.name == "blk.1.wq") {
+      EXPECT_EQ(i.rows, 128);
+    }
+    if (i.name == "blk.1.wo") {
+      EXPECT_EQ(i.cols, 128);
+    }
+    if (i.name == "blk.1.wk") {
+      EXPECT_EQ(i.rows, 64);
+    }
     if (i.op == arch::Op::head_norm) {
       EXPECT_EQ(p.instructions[k - 1].linear, model::Linear::wv);
       EXPECT_EQ(p.instructions[k + 1].op, arch::Op::rope);
@@ -138,7 +146,9 @@ TEST(Program, QwenBiasesAndHeadNormsAndFreeHeadWidth) {
       EXPECT_EQ(i.vector_elements(), 6 * 32);
       EXPECT_EQ(i.weight_bytes, 2 * 32 * 4);
     }
-    if (i.op == arch::Op::quantize && i.in == arch::Buf::att) EXPECT_EQ(i.cols, 128);
+    if (i.op == arch::Op::quantize && i.in == arch::Buf::att) {
+      EXPECT_EQ(i.cols, 128);
+    }
   }
   // Mixture of experts stays out of the instruction list, with its reason.
   c.n_experts = 8;
