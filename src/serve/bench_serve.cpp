@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 namespace serve {
 
@@ -58,11 +59,9 @@ Endpoint parse_url(const std::string& url) {
   }
   if (e.host.empty()) throw fpgallm::InputError(url, "the URL names no host");
   if (!port.empty() || rest.find(':') != std::string::npos) {
-    int p = 0;
-    const bool digits = !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), ::isdigit);
-    if (digits) p = std::stoi(port);
-    if (!digits || p < 1 || p > 65535) throw fpgallm::InputError(url, fmt::format("port '{}' is not 1 to 65535", port));
-    e.port = p;
+    const auto p = fpgallm::parse_integer(port, 1, 65535);
+    if (!p) throw fpgallm::InputError(url, fmt::format("port '{}' is not 1 to 65535", port));
+    e.port = static_cast<int>(*p);
   }
   return e;
 }
@@ -88,10 +87,7 @@ std::map<std::string, double> card_counters(httplib::Client& c, const Endpoint& 
     if (line.rfind("fpgallm_card_", 0) != 0) continue;
     const auto space = line.find(' ');
     if (space == std::string::npos) continue;
-    try {
-      out[line.substr(0, space)] = std::stod(line.substr(space + 1));
-    } catch (const std::exception&) {
-    }
+    if (const auto v = fpgallm::parse_double(std::string_view(line).substr(space + 1))) out[line.substr(0, space)] = *v;
   }
   return out;
 }
