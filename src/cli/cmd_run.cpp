@@ -87,8 +87,15 @@ void run(const RunArgs& args) {
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);
   };
-  engine::Generation g = bpe ? engine::generate(t, *m.bpe_tokenizer, sampler, bpe_prompt, a.steps, on_piece)
-                             : engine::generate(t, *tok, sampler, a.prompt, a.steps, on_piece);
+  engine::Generation g;
+  try {
+    g = bpe ? engine::generate(t, *m.bpe_tokenizer, sampler, bpe_prompt, a.steps, on_piece)
+            : engine::generate(t, *tok, sampler, a.prompt, a.steps, on_piece);
+  } catch (const fpgallm::InputError& e) {
+    // The engine names the prompt as -i; it may have come from a file.
+    if (e.source() != "-i" || args.prompt_file.empty()) throw;
+    throw fpgallm::InputError(args.prompt_file, e.problem());
+  }
   const double steps_after_first = static_cast<double>(g.tokens.size()) - 2;
   const double tps = g.seconds_after_first > 0 ? steps_after_first / g.seconds_after_first : 0;
   const nlohmann::json cards = accel ? accel->card_report() : nlohmann::json::object();
