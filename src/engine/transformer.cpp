@@ -181,20 +181,28 @@ void Transformer::linear(const LinearCall& call) {
 
 void Transformer::on_kv_stored(int, int, float*, float*) {}
 
+void Transformer::check_input(int token, int pos) const {
+  if (token < 0 || token >= model_.config.vocab_size) throw std::out_of_range("token id out of range");
+  if (pos < 0 || pos >= model_.config.seq_len) throw std::out_of_range("position past the model's context");
+}
+
+void Transformer::ensure_cache() {
+  if (!key_cache_.empty()) return;  // allocated on first use: subclasses that replace forward() never pay for it
+  const auto& c = model_.config;
+  const std::size_t cache = static_cast<std::size_t>(c.n_layers) * c.seq_len * c.kv_dim();
+  key_cache_.assign(cache, 0.0f);
+  value_cache_.assign(cache, 0.0f);
+}
+
 const float* Transformer::forward(int token, int pos) {
   const auto& c = model_.config;
   const auto& w = model_.weights;
-  if (token < 0 || token >= c.vocab_size) throw std::out_of_range("token id out of range");
-  if (pos < 0 || pos >= c.seq_len) throw std::out_of_range("position past the model's context");
+  check_input(token, pos);
   const int dim = c.dim, head_size = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
   const int q_dim = c.n_heads * head_size;
   const int kv_mul = c.n_heads / c.n_kv_heads;
   using model::Linear;
-  if (key_cache_.empty()) {  // on first use: subclasses that replace forward() never pay for it
-    const std::size_t cache = static_cast<std::size_t>(c.n_layers) * c.seq_len * kv_dim;
-    key_cache_.assign(cache, 0.0f);
-    value_cache_.assign(cache, 0.0f);
-  }
+  ensure_cache();
 
   std::memcpy(x_.data(), w.token_embedding.data() + static_cast<std::size_t>(token) * dim, dim * sizeof(float));
 
