@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/threads.hpp"
 #include "util/error.hpp"
 
 namespace engine {
@@ -61,7 +62,7 @@ __attribute__((target_clones("avx2", "default"))) void dot4(const float* w, std:
 void matvec(const float* w, const float* x, float* y, int rows, int cols) {
   const int quads = rows / 4;
   const auto stride = static_cast<std::size_t>(cols);
-#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols >= (1L << 18))
+#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols >= kParallelWork)
   for (int b = 0; b < quads; ++b) dot4(w + 4 * b * stride, stride, x, cols, y + 4 * b);
   for (int i = 4 * quads; i < rows; ++i) y[i] = dot(w + static_cast<std::size_t>(i) * stride, x, cols);
 }
@@ -232,7 +233,7 @@ const float* Transformer::forward(int token, int pos) {
 
     const float* layer_keys = key_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;
     const float* layer_values = value_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;
-#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * (pos + 1) * head_size >= (1L << 18))
+#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * (pos + 1) * head_size >= kParallelWork)
     for (int h = 0; h < c.n_heads; ++h) {
       const int kv_off = (h / kv_mul) * head_size;
       attention_head(q_.data() + h * head_size, layer_keys + kv_off, layer_values + kv_off,

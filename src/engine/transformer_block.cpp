@@ -8,7 +8,8 @@
 // attention heads below) runs on its calling thread alone (OpenBLAS checks
 // omp_in_parallel()). The rule, so that the two never oversubscribe the cores: link the
 // OpenMP build (libopenblas-pthread's own pool would run beside OpenMP's) and leave its
-// thread count to OMP_NUM_THREADS, never openblas_set_num_threads(). (The server's replicas
+// thread count to OMP_NUM_THREADS, never openblas_set_num_threads() (a small product runs
+// on one thread by this thread's OpenMP count, matmul below). (The server's replicas
 // each run on a thread of their own with its own OpenMP team, as the per-token pass has.)
 #include <cblas.h>
 #include <omp.h>
@@ -18,19 +19,26 @@
 #include <stdexcept>
 #include <typeinfo>
 
+#include "engine/threads.hpp"
 #include "engine/transformer.hpp"
 
 namespace engine {
 
 namespace {
 
-// c[m][rows] = a[m][cols] (rows lda apart) times w[rows][cols] transposed.
+// c[m][rows] = a[m][cols] (rows lda apart) times w[rows][cols] transposed. Split over
+// threads for the weight matrices the per-token pass splits (matvec), on one thread else:
+// OpenBLAS runs one thread where this thread's OpenMP thread count is 1.
 void matmul(const float* a, int lda, int m, const float* w, int rows, int cols, float* c, int ldc) {
   if (m == 1 && lda == cols) {
     matvec(w, a, c, rows, cols);  // one row: the per-token pass's own product, same bits
     return;
   }
+  const int threads = omp_get_max_threads();
+  const bool serial = static_cast<long>(rows) * cols < kParallelWork;
+  if (serial) omp_set_num_threads(1);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, cols, 1.0f, a, lda, w, cols, 0.0f, c, ldc);
+  if (serial) omp_set_num_threads(threads);
 }
 
 // The rows of one batched pass: row r runs token[r] at pos[r] against the KV cache whose
@@ -98,7 +106,7 @@ std::vector<float> run_layers(const model::Model& m, const Rows& r) {
       const float* layer_values = r.values[0] + l * layer_stride;
       const int pos0 = r.pos[0];
       const float inv_scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * n * keys * hs >= (1L << 18))
+#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * n * keys * hs >= kParallelWork)
       for (int h = 0; h < c.n_heads; ++h) {
         const int kv_off = (h / kv_mul) * hs;
         float* s = att.data() + static_cast<std::size_t>(omp_get_thread_num()) * rows(keys);
@@ -115,7 +123,9 @@ std::vector<float> run_layers(const model::Model& m, const Rows& r) {
       }
     } else {
       // One position per sequence: the per-token pass's attention, row by row.
-#pragma omp parallel for collapse(2) schedule(static) if (static_cast<long>(c.n_heads) * n * c.seq_len >= (1L << 16))
+      long work = 0;
+      for (int i = 0; i < n; ++i) work += static_cast<long>(c.n_heads) * (r.pos[i] + 1) * hs;
+#pragma omp parallel for collapse(2) schedule(static) if (work >= kParallelWork)
       for (int i = 0; i < n; ++i)
         for (int h = 0; h < c.n_heads; ++h) {
           const int kv_off = (h / kv_mul) * hs;
