@@ -12,6 +12,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/generate.hpp"
@@ -165,6 +166,32 @@ TEST(BlockEngine, GreedyWithAPromptEqualsTokenByToken) {
     const auto ga = engine::generate(a, tok, sa, prompt, 256), gb = engine::generate(b, tok, sb, prompt, 256);
     EXPECT_EQ(ga.tokens, gb.tokens) << prompt;
     EXPECT_EQ(ga.text, gb.text) << prompt;
+  }
+}
+
+// The byte-level BPE loop (Qwen) with a prompt of ids: the prompt's positions as blocks.
+TEST(BlockEngine, BpeGreedyWithAPromptEqualsTokenByToken) {
+  for (auto arch : {model::Arch::qwen2, model::Arch::qwen3}) {
+    const auto& m = synth(arch);
+    // The 256 byte symbols of GPT-2's byte-level scheme: printable bytes stand for
+    // themselves, the others for U+0100 onwards in byte order.
+    std::vector<std::string> pieces;
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+      const int cp = printable ? b : next++;
+      pieces.push_back(cp < 0x80 ? std::string(1, char(cp))
+                                 : std::string{char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))});
+    }
+    ASSERT_EQ(int(pieces.size()), m.config.vocab_size);
+    const model::BpeTokenizer tok(pieces, {}, model::BpeTokenizer::patterns_for_pre("qwen2"), {}, "test");
+    const auto prompt = random_tokens(m.config.vocab_size, 21, 10);
+    engine::Transformer a(m), b(m);
+    b.set_batched(false);
+    engine::Sampler sa(m.config.vocab_size, 0.0f, 0.9f, 1), sb(m.config.vocab_size, 0.0f, 0.9f, 1);
+    const auto ga = engine::generate(a, tok, sa, prompt, 64), gb = engine::generate(b, tok, sb, prompt, 64);
+    EXPECT_EQ(ga.tokens.size(), 64u);
+    EXPECT_EQ(ga.tokens, gb.tokens) << model::to_string(arch);
   }
 }
 
