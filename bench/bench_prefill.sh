@@ -6,9 +6,10 @@
 # converted by fpgallm to f32 GGUF files, with OMP_NUM_THREADS=1 and 2. Prints tokens per
 # wall second and per CPU second of each path (whole command, model loading included), their
 # ratio, and both perplexities. Where llama.cpp's llama-perplexity is found ($LLAMA_PERPLEXITY,
-# else BUILD_DIR/llamacpp/build/bin/llama-perplexity, built from ../shared/vendor as its
-# README says, with -DGGML_NATIVE=OFF), it runs on the same GGUF file and text with -c 128
-# -b 128 -t THREADS (its windows of 128 tokens: less attention than whole stories).
+# else BUILD_DIR/llamacpp/build/bin/llama-perplexity, which BUILD_LLAMA=1 builds from
+# ../shared/vendor/llama.cpp-*.tar.gz with -DGGML_NATIVE=OFF), it runs on the same GGUF file
+# and text with -c 128 -b 128 -t THREADS (windows of 128 tokens: less attention than whole
+# stories).
 # Usage: bench/bench_prefill.sh [BUILD_DIR] [TEXT_BYTES]   (defaults: build, 5000 bytes of
 # models/tinystories-valid-sample.txt, whole lines; markdown on stdout, progress on stderr)
 set -euo pipefail
@@ -43,6 +44,16 @@ PY
 "$bin" convert "$tmp/s110m.bin" -z "$tmp/tok32000.bin" -o "$tmp/s110m.gguf" >/dev/null 2>&1
 rm "$tmp/s110m.bin"
 llama=${LLAMA_PERPLEXITY:-$build/llamacpp/build/bin/llama-perplexity}
+vendor=$(ls "$here"/../shared/vendor/llama.cpp-*.tar.gz 2>/dev/null | head -1 || true)
+if [ ! -x "$llama" ] && [ "${BUILD_LLAMA:-0}" = 1 ] && [ -n "$vendor" ]; then
+  echo "bench_prefill: building llama-perplexity from $vendor into $build/llamacpp (minutes) ..." >&2
+  mkdir -p "$build/llamacpp"
+  tar -xzf "$vendor" -C "$build/llamacpp"
+  mkdir -p "$build/llamacpp/llama.cpp/models"
+  cmake -S "$build/llamacpp/llama.cpp" -B "$build/llamacpp/build" -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON >/dev/null
+  cmake --build "$build/llamacpp/build" -j1 --target llama-perplexity >/dev/null
+fi
 [ -x "$llama" ] || { echo "bench_prefill: no llama-perplexity at $llama: fpgallm only" >&2; llama=; }
 
 "$py" - "$bin" "$tmp" "$llama" <<'PY'
