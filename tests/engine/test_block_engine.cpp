@@ -140,10 +140,10 @@ engine::Perplexity perplexity_of(const model::Model& m, const std::vector<std::v
 TEST(BlockEngine, PerplexityOfSampleTextEqualsTokenByToken) {
   const auto tok = model::Tokenizer::load_llama2c(testing_support::tok512(), 512);
   auto seqs = engine::tokenize_stories(tok, engine::split_stories(engine::read_text_file(testing_support::sample_text())));
-  seqs.resize(8);
+  seqs.resize(4);
   const auto a = perplexity_of(stories(), seqs, true), b = perplexity_of(stories(), seqs, false);
   EXPECT_EQ(a.tokens, b.tokens);
-  EXPECT_GT(a.tokens, 3000u);
+  EXPECT_GT(a.tokens, 2000u);
   EXPECT_NEAR(a.perplexity, b.perplexity, 1e-6 * b.perplexity);
 }
 
