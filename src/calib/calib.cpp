@@ -32,6 +32,10 @@ engine::Perplexity run_perplexity(engine::Transformer& t, const std::vector<std:
 }  // namespace
 
 Split split_text(const model::Tokenizer& tok, const std::string& text, const std::string& source) {
+  return split_text(model::story_encoder(tok), text, source);
+}
+
+Split split_text(const model::StoryEncoder& encode, const std::string& text, const std::string& source) {
   const auto stories = engine::split_stories(text);
   if (stories.size() < 2)
     throw fpgallm::InputError(source, "calibration text has " + std::to_string(stories.size()) +
@@ -48,8 +52,8 @@ Split split_text(const model::Tokenizer& tok, const std::string& text, const std
     }
     held_part.push_back(stories[i]);
   }
-  s.calibration = engine::tokenize_stories(tok, calib_part);
-  s.held_out = engine::tokenize_stories(tok, held_part);
+  s.calibration = engine::tokenize_stories(encode, calib_part);
+  s.held_out = engine::tokenize_stories(encode, held_part);
   s.calibration_stories = calib_part.size();
   s.held_out_stories = held_part.size();
   s.calibration_tokens = predicted_tokens(s.calibration);
@@ -329,9 +333,14 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
 
 QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, const std::string& calib_text,
                         const std::string& calib_source, const QuantizeOptions& opt, const ProgressFn& progress) {
+  return quantize(m, model::story_encoder(tok), calib_text, calib_source, opt, progress);
+}
+
+QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode, const std::string& calib_text,
+                        const std::string& calib_source, const QuantizeOptions& opt, const ProgressFn& progress) {
   using clock = std::chrono::steady_clock;
   QuantizeResult res;
-  res.split = split_text(tok, calib_text, calib_source);
+  res.split = split_text(encode, calib_text, calib_source);
   const auto t0 = clock::now();
   model::Model work = m;
   quant::ActStats stats = collect_stats(work, res.split.calibration, progress);

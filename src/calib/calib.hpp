@@ -28,6 +28,7 @@ struct Split {
 };
 inline constexpr std::size_t kMinTokensPerHalf = 32;
 Split split_text(const model::Tokenizer& tok, const std::string& text, const std::string& source);
+Split split_text(const model::StoryEncoder& encode, const std::string& text, const std::string& source);
 
 // The first stories of `seqs` up to n predicted tokens (the last one cut); n = 0: all.
 std::vector<std::vector<int>> first_tokens(const std::vector<std::vector<int>>& seqs, std::size_t n);
@@ -112,6 +113,8 @@ struct QuantizeResult {
 // The whole flow on a model: split, calibrate, (smooth), (sensitivity + search), quantize,
 // evaluate fp32 and the result on the held-out half.
 QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, const std::string& calib_text,
+                        const std::string& calib_source, const QuantizeOptions& opt, const ProgressFn& progress = {});
+QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode, const std::string& calib_text,
                         const std::string& calib_source, const QuantizeOptions& opt, const ProgressFn& progress = {});
 // What quantize() measured, as the `quantize --json` report and the Python binding give it:
 // calibration and held-out split, fp32 and quantized perplexity, bytes, seconds, and the

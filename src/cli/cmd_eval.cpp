@@ -18,16 +18,16 @@ struct EvalArgs {
 
 void eval(const EvalArgs& a) {
   model::Model m = model::load(a.model);
-  model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
+  const model::StoryEncoder encode = a.backend == "accel" ? model::StoryEncoder{} : model::story_encoder(m, a.tokenizer);
   // A file from `fpgallm quantize` on its own runs as the quantized model it describes.
   const bool self_quantized = a.quant.empty() && quant::is_quantized_gguf(a.model);
   const std::string qfile = self_quantized ? a.model : a.quant;
-  if (a.backend == "accel") return cli::eval_accel(m, tok, a.text, qfile, a.design, a.json);
+  if (a.backend == "accel") return cli::eval_accel(m, model::tokenizer_for(m, a.tokenizer), a.text, qfile, a.design, a.json);
   if (!a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
-  if (!a.quant.empty()) return cli::eval_quantized(m, tok, a.text, a.quant, a.json);
-  if (!a.schemes.empty()) return cli::eval_schemes(m, tok, a.text, a.schemes, a.group, a.json);
+  if (!a.quant.empty()) return cli::eval_quantized(m, encode, a.text, a.quant, a.json);
+  if (!a.schemes.empty()) return cli::eval_schemes(m, encode, a.text, a.schemes, a.group, a.json);
   const std::string text = engine::read_text_file(a.text);
-  auto sequences = engine::tokenize_stories(tok, engine::split_stories(text));
+  auto sequences = engine::tokenize_stories(encode, engine::split_stories(text));
   std::unique_ptr<cli::LoadedQuant> own;
   std::unique_ptr<engine::Transformer> plain;
   if (self_quantized) own = cli::load_quant(m, qfile);

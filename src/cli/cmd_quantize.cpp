@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <optional>
 #include <fmt/format.h>
 #include <map>
 #include <memory>
@@ -69,10 +70,12 @@ void quantize(const QuantizeArgs& a) {
   model::require_finite(m, a.model, model::kCannotQuantizeNonFinite);
   // The quantized file holds at most 8-bit weights with their scales: under 2 bytes a parameter.
   fpgallm::check_output(a.out, fpgallm::OutputKind::file, inputs, static_cast<std::uint64_t>(m.config.n_params()) * 2);
-  model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
+  // The model's own byte-level BPE vocabulary unless -z names a llama2.c tokenizer.
+  const bool bpe = m.bpe_tokenizer && a.tokenizer.empty();
+  const std::optional<model::Tokenizer> tok = bpe ? std::nullopt : std::optional(model::tokenizer_for(m, a.tokenizer));
   const std::string text = engine::read_text_file(a.calib);
   StageProgress progress(a.json);
-  calib::QuantizeResult r = calib::quantize(m, tok, text, a.calib, opt,
+  calib::QuantizeResult r = calib::quantize(m, bpe ? model::story_encoder(m, "") : model::story_encoder(*tok), text, a.calib, opt,
                                             [&](const std::string& s, std::size_t d, std::size_t n) { progress(s, d, n); });
   progress.finish();
 
@@ -83,7 +86,7 @@ void quantize(const QuantizeArgs& a) {
     nlohmann::json sj = *r.sensitivity;
     fpgallm::write_file_atomic(a.sensitivity_json, sj.dump(2) + "\n");
   }
-  if (met) quant::save_gguf(r.qm, a.out, &tok);
+  if (met) quant::save_gguf(r.qm, a.out, tok ? &*tok : nullptr, bpe ? m.bpe_tokenizer.get() : nullptr);
 
   const auto bytes = r.qm.linear_weight_bytes();
   if (a.json) {
@@ -167,7 +170,7 @@ std::unique_ptr<LoadedQuant> load_quant(const model::Model& m, const std::string
   return q;
 }
 
-void eval_quantized(const model::Model& m, const model::Tokenizer& tok, const std::string& text_file,
+void eval_quantized(const model::Model& m, const model::StoryEncoder& tok, const std::string& text_file,
                     const std::string& qfile, bool json) {
   auto q = load_quant(m, qfile);
   const std::string text = engine::read_text_file(text_file);
@@ -209,7 +212,7 @@ void eval_quantized(const model::Model& m, const model::Tokenizer& tok, const st
   }
 }
 
-void eval_schemes(const model::Model& m, const model::Tokenizer& tok, const std::string& text_file,
+void eval_schemes(const model::Model& m, const model::StoryEncoder& tok, const std::string& text_file,
                   const std::string& schemes, int group, bool json) {
   std::vector<quant::Scheme> list;
   std::size_t start = 0;

@@ -22,9 +22,13 @@ std::vector<std::string> split_stories(const std::string& text) {
 }
 
 std::vector<std::vector<int>> tokenize_stories(const model::Tokenizer& tok, const std::vector<std::string>& stories) {
+  return tokenize_stories(model::story_encoder(tok), stories);
+}
+
+std::vector<std::vector<int>> tokenize_stories(const model::StoryEncoder& encode, const std::vector<std::string>& stories) {
   std::vector<std::vector<int>> out;
   out.reserve(stories.size());
-  for (const auto& s : stories) out.push_back(tok.encode(s, true, false));
+  for (const auto& s : stories) out.push_back(encode(s));
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/transformer.hpp"
+#include "model/model.hpp"
 #include "model/tokenizer.hpp"
 
 namespace engine {
@@ -28,6 +29,7 @@ inline std::size_t held_out_begin(std::size_t n_stories) { return n_stories / 2;
 // Each story is tokenized with BOS; every token after BOS is predicted from its prefix.
 // A story longer than the model's context is evaluated in consecutive windows.
 std::vector<std::vector<int>> tokenize_stories(const model::Tokenizer& tok, const std::vector<std::string>& stories);
+std::vector<std::vector<int>> tokenize_stories(const model::StoryEncoder& encode, const std::vector<std::string>& stories);
 
 Perplexity perplexity(Transformer& t, const std::vector<std::vector<int>>& sequences,
                       const std::function<void(std::size_t done, std::size_t total)>& progress = {});

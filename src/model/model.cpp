@@ -287,9 +287,19 @@ Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path) {
   auto beside = (std::filesystem::is_directory(source, ec) ? source : source.parent_path()) / "tokenizer.bin";
   if (std::filesystem::exists(beside)) return Tokenizer::load_llama2c(beside.string(), m.config.vocab_size);
   if (m.bpe_tokenizer)
-    throw fpgallm::InputError(m.source_path, "has a byte-level BPE vocabulary, which only `run` uses so far; pass a llama2.c tokenizer with -z");
+    throw fpgallm::InputError(m.source_path, "has a byte-level BPE vocabulary, which this command does not take; pass a llama2.c tokenizer with -z");
   throw fpgallm::InputError(m.source_path, "has no tokenizer inside, no " + manifest_file(source).filename().string() +
                                                " naming one and no tokenizer.bin beside it; pass one with -z");
+}
+
+StoryEncoder story_encoder(const Tokenizer& tok) {
+  return [tok = std::make_shared<const Tokenizer>(tok)](const std::string& s) { return tok->encode(s, true, false); };
+}
+
+StoryEncoder story_encoder(const Model& m, const std::string& tokenizer_path) {
+  if (m.bpe_tokenizer && tokenizer_path.empty())
+    return [bpe = m.bpe_tokenizer](const std::string& s) { return bpe->encode(s, true, false); };
+  return story_encoder(tokenizer_for(m, tokenizer_path));
 }
 
 Tokenizer load_tokenizer(const std::string& path) {

@@ -2,6 +2,7 @@
 // A model with fp32 weights in memory, laid out the way llama2.c does: row-major
 // [out][in] matrices, rotary embedding on interleaved (even, odd) pairs.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -118,6 +119,12 @@ Manifest manifest_for(const std::string& checkpoint);
 // else the one inside the checkpoint, else the one its manifest names, else
 // "tokenizer.bin" beside it.
 Tokenizer tokenizer_for(const Model& m, const std::string& tokenizer_path);
+// Token ids of one story of a text file (bos where the vocabulary adds one; special tokens
+// written in it are text): the model's byte-level BPE vocabulary unless tokenizer_path is
+// given, else the llama2.c tokenizer tokenizer_for() finds.
+using StoryEncoder = std::function<std::vector<int>(const std::string&)>;
+StoryEncoder story_encoder(const Model& m, const std::string& tokenizer_path);
+StoryEncoder story_encoder(const Tokenizer& tok);
 // A tokenizer on its own, without a model: a llama2.c tokenizer.bin (every token in it), the
 // tokenizer.ggml.* metadata of a .gguf, or tokenizer.bin inside a safetensors folder.
 Tokenizer load_tokenizer(const std::string& path);

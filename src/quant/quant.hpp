@@ -186,10 +186,12 @@ QuantLinear quantize_linear(std::span<const float> w, int rows, int cols, Weight
 // Quantizes m's weights by plan (m already smoothed when plan.smooth_alpha >= 0).
 QuantModel quantize_model(const model::Model& m, const Plan& plan);
 
-// GGUF file, docs/quantization.md section 8: llama.cpp loads it as a llama model (with the
-// tokenizer's metadata when one is given); fpgallm reads the plan's exact codes and scales
+// GGUF file, docs/quantization.md section 8: llama.cpp loads it as a llama, qwen2 or qwen3
+// model (with the metadata of the llama2.c tokenizer or else the byte-level BPE vocabulary
+// given); fpgallm reads the plan's exact codes and scales
 // back. save is atomic; load throws InputError.
-void save_gguf(const QuantModel& qm, const std::string& path, const model::Tokenizer* tokenizer = nullptr);
+void save_gguf(const QuantModel& qm, const std::string& path, const model::Tokenizer* tokenizer = nullptr,
+               const model::BpeTokenizer* bpe = nullptr);
 QuantModel load_gguf(const std::string& path);
 // Whether path is a GGUF file that save_gguf wrote (it has fpgallm.quant.* keys).
 bool is_quantized_gguf(const std::string& path);

@@ -153,7 +153,8 @@ gg::GgmlType predominant_type(const QuantModel& qm) {
 
 }  // namespace
 
-void save_gguf(const QuantModel& qm, const std::string& path, const model::Tokenizer* tokenizer) {
+void save_gguf(const QuantModel& qm, const std::string& path, const model::Tokenizer* tokenizer,
+               const model::BpeTokenizer* bpe) {
   const auto& c = qm.config;
   if (tokenizer && tokenizer->vocab_size() != c.vocab_size)
     throw fpgallm::InputError(path, "tokenizer has " + std::to_string(tokenizer->vocab_size()) +
@@ -162,6 +163,7 @@ void save_gguf(const QuantModel& qm, const std::string& path, const model::Token
   model::put_llama_metadata(w, c);
   w.set("general.file_type", gg::Value::u32(model::llama_file_type(predominant_type(qm))));
   if (tokenizer) model::put_tokenizer_metadata(w, *tokenizer);
+  else if (bpe) model::put_bpe_tokenizer_metadata(w, *bpe, c.vocab_size, path);
 
   const Plan& p = qm.plan;
   std::vector<std::string> wf, af;

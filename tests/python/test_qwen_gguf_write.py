@@ -141,3 +141,36 @@ def test_synth_carries_a_tokenizer_json(tmp_path, trained_vocab, gguf_py):
     subprocess.run([fpgallm_binary(), "synth", "--preset", "stories260k", "-z", str(folder), "-o", str(tmp_path / "st")],
                    capture_output=True, text=True, check=True)
     assert greedy(tmp_path / "st") == greedy(out)
+
+
+@pytest.mark.parametrize("name", ["qwen2", "qwen3"])
+def test_quantize_calibrates_with_the_models_own_vocabulary(name, tmp_path, trained_vocab, gguf_py):
+    """quantize of a Qwen folder without -z: calibration and held-out text in its own BPE,
+    the GGUF carries that vocabulary (as convert writes it), and run --chat and eval take it."""
+    from conftest import SAMPLE_TEXT
+    vocab, merges = trained_vocab
+    _, _, folder = qwen_folder(name, tmp_path, vocab, merges)
+    q = tmp_path / f"{name}-w8a8.gguf"
+    out = subprocess.run([fpgallm_binary(), "quantize", str(folder), "--calib", SAMPLE_TEXT, "--scheme", "w8a8", "-o",
+                          str(q), "--json"], capture_output=True, text=True, check=True)
+    j = json.loads(out.stdout)
+    text = pathlib.Path(SAMPLE_TEXT).read_text(encoding="utf-8")
+    stories = [s for s in text.split("\n") if s]
+    tok = _core.BpeTokenizer.from_hf_json(str(folder / "tokenizer.json"))
+    held = stories[len(stories) // 2:]
+    seen = set(stories[:len(stories) // 2])
+    expected_tokens = sum(len(tok.encode(s.encode("utf-8"), parse_special=False)) - 1 for s in held if s not in seen)
+    assert j["held_out"]["tokens"] == expected_tokens
+    convert = tmp_path / f"{name}-f32.gguf"
+    subprocess.run([fpgallm_binary(), "convert", str(folder), "--to", "gguf", "-o", str(convert)], capture_output=True,
+                   text=True, check=True)
+    rq, rc = gguf_py.GGUFReader(q), gguf_py.GGUFReader(convert)
+    for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+                "tokenizer.ggml.merges", "tokenizer.ggml.eos_token_id", "tokenizer.chat_template"):
+        assert field(rq, key) == field(rc, key), key
+    chat = subprocess.run([fpgallm_binary(), "run", str(q), "--chat", "-t", "0", "-n", "40", "-i", "Hi", "--json"],
+                          capture_output=True, text=True, check=True)
+    assert json.loads(chat.stdout)["tokens"][0] == len(vocab) + SPECIALS.index("<|im_start|>")
+    ev = subprocess.run([fpgallm_binary(), "eval", str(folder), "--text", SAMPLE_TEXT, "--quant", str(q), "--json"],
+                        capture_output=True, text=True, check=True)
+    assert json.loads(ev.stdout)["tokens"] == expected_tokens
