@@ -208,6 +208,7 @@ nlohmann::json measurements_json(const QuantizeResult& r, const std::string& cal
                       {"rel_increase", r.rel_increase},
                       {"fp32_linear_weight_bytes", r.fp32_bytes},
                       {"seconds", r.seconds},
+                      {"calibration_passes", r.calibration_passes},
                       {"method", quant::to_string(r.method)},
                       {"search_scales", r.search_scales}};
   if (!r.awq.empty()) {
@@ -381,6 +382,7 @@ QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, cons
   const auto t0 = clock::now();
   model::Model work = m;
   quant::ActStats stats = collect_stats(work, res.split.calibration, progress);
+  res.calibration_passes = 1;
   quant::Plan plan = quant::uniform_plan(m.config, opt.scheme, opt.group);
   plan.kv8 = opt.kv8;
   if (opt.scheme == quant::Scheme::w8a8_smooth) {
@@ -402,6 +404,7 @@ QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, cons
     const std::vector<quant::QuantLinear> none(fp32.layers.size());
     const quant::Hessians h =
         collect_hessians(work, fp32, none, res.split.calibration, HessianTransformer::kAllLayers, progress);
+    ++res.calibration_passes;
     res.awq = quant::awq(work, h, opt.group);
   }
   if (opt.scheme == quant::Scheme::mixed) {
@@ -417,12 +420,14 @@ QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, cons
     go.act_order = opt.act_order;
     go.search_scales = opt.search_scales;
     res.qm.linears = quantize_gptq(work, plan, res.split.calibration, go, progress);
+    res.calibration_passes += m.config.n_layers + 1;  // one per block and the classifier
   } else if (opt.search_scales) {
     // The Hessians of the (smoothed) fp32 model weight each group's error.
     const quant::Plan fp32 = quant::uniform_plan(m.config, quant::Scheme::fp32, opt.group);
     const std::vector<quant::QuantLinear> none(fp32.layers.size());
     const quant::Hessians h =
         collect_hessians(work, fp32, none, res.split.calibration, HessianTransformer::kAllLayers, progress);
+    ++res.calibration_passes;
     for (std::size_t i = 0; i < plan.layers.size(); ++i) {
       const auto& lp = plan.layers[i];
       if (lp.weight != WeightFormat::int4) continue;

@@ -128,6 +128,9 @@ struct QuantizeResult {
   bool search_scales = false;
   std::vector<quant::AwqSite> awq;              // awq: what each site chose
   double seconds = 0;                           // the quantization itself (without evaluation)
+  // Forward passes over the calibration half the quantization ran (statistics, Hessians,
+  // sensitivity excluded): a deterministic measure of its cost.
+  int calibration_passes = 0;
 };
 // The whole flow on a model: split, calibrate, (smooth), (sensitivity + search), quantize,
 // evaluate fp32 and the result on the held-out half.
