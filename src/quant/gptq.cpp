@@ -112,7 +112,9 @@ Int4Matrix gptq_int4(std::span<const float> w, int rows, int cols, int group, st
         std::uint16_t s16 = 0;
         if (opt.search_scales) {
           for (int j = c0; j < c1; ++j) cur[j - c0] = W[r * N + pos[j]];
-          s16 = search_int4_scale(cur.data(), c1 - c0, h.data() + c0 * N + c0, N);
+          // The group's own rounding error, unweighted (as the reference code's MSE
+          // quantizer): the error that follows is carried on to later columns anyway.
+          s16 = search_int4_scale(cur.data(), c1 - c0, nullptr, N);
         } else {
           float amax = 0.0f;
           for (int j = c0; j < c1; ++j) amax = std::max(amax, std::fabs(static_cast<float>(W[r * N + pos[j]])));

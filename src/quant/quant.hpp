@@ -92,7 +92,7 @@ Method method_from_string(const std::string& s);
 struct GptqOptions {
   double damp = 0.01;      // added to H's diagonal: damp * mean(diag H)
   bool act_order = false;  // columns in order of decreasing diag H
-  bool search_scales = false;  // group scales by search_int4_scale (Hessian-weighted) instead of max |w| / 7
+  bool search_scales = false;  // group scales by search_int4_scale (unweighted) instead of max |w| / 7
 };
 // GPTQ of one layer w [rows][cols] with h = sum over the calibration inputs of x x^T
 // ([cols][cols], symmetric), into the layout of quantize_int4. A group's scales are fixed

@@ -2,9 +2,12 @@
 // minimizes; the NumPy transcription of the paper's algorithm is tests/python/gptq.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <stdexcept>
 
+#include "model/gguf.hpp"
 #include "quant/quant.hpp"
 
 namespace {
@@ -96,6 +99,39 @@ TEST(Gptq, DeadInputsGetZeroCodes) {
   for (int j = 0; j < cols; ++j) h[static_cast<std::size_t>(5) * cols + j] = h[static_cast<std::size_t>(j) * cols + 5] = 0.0;
   const Int4Matrix q = gptq_int4(w, rows, cols, 32, h);
   for (int r = 0; r < rows; ++r) EXPECT_EQ(q.code(r, 5), 0);
+}
+
+// sum e^T H e (or e^T e) of one group quantized with fp16 scale bits s16.
+double group_error(const std::vector<double>& w, std::uint16_t s16, const std::vector<double>* h) {
+  const float s = model::gguf::fp16_to_float(s16);
+  const std::size_t n = w.size();
+  std::vector<double> e(n);
+  for (std::size_t i = 0; i < n; ++i) e[i] = w[i] - quantize_value(static_cast<float>(w[i]), s, kInt4Max) * static_cast<double>(s);
+  double err = 0.0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) err += e[i] * (h ? (*h)[i * n + j] : (i == j ? 1.0 : 0.0)) * e[j];
+  return err;
+}
+
+TEST(ScaleSearch, NeverWorseThanMaxOverSevenAndKeepsItWhenItIsExact) {
+  const int n = 32;
+  const auto h = correlated_hessian(n, 64, 9);
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    const auto wf = gaussian(n, 100 + seed);
+    std::vector<double> w(wf.begin(), wf.end());
+    w[seed % n] *= 5.0;  // an outlier worth clipping
+    float amax = 0.0f;
+    for (double v : w) amax = std::max(amax, std::fabs(static_cast<float>(v)));
+    for (const std::vector<double>* hw : {static_cast<const std::vector<double>*>(nullptr), &h}) {
+      const std::uint16_t s = search_int4_scale(w.data(), n, hw ? hw->data() : nullptr, n);
+      EXPECT_LE(group_error(w, s, hw), group_error(w, int4_scale_f16(amax), hw)) << seed;
+      EXPECT_LE(model::gguf::fp16_to_float(s), model::gguf::fp16_to_float(int4_scale_f16(amax))) << seed;
+    }
+  }
+  // Codes -7..7 times 0.5 exactly: max |w| / 7 has zero error, so it is kept.
+  std::vector<double> exact(n);
+  for (int i = 0; i < n; ++i) exact[static_cast<std::size_t>(i)] = 0.5 * ((i % 15) - 7);
+  EXPECT_EQ(search_int4_scale(exact.data(), n, nullptr, n), int4_scale_f16(3.5f));
 }
 
 TEST(Gptq, RejectsAHessianOfTheWrongSizeOrNotPositiveDefinite) {

@@ -1,6 +1,6 @@
 // quant::gptq_int4 on one layer for test_gptq_reference.py:
 //   fpgallm_gptq_layer IN OUT
-// IN: int32 rows, cols, group, act_order; float32 W [rows][cols]; float64 H [cols][cols].
+// IN: int32 rows, cols, group, flags (1: act-order, 2: searched scales); float32 W [rows][cols]; float64 H [cols][cols].
 // OUT: int8 codes [rows][cols]; uint16 fp16 scales [rows][groups].
 #include <cstdint>
 #include <cstdio>
@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   }
   try {
     quant::GptqOptions opt;
-    opt.act_order = head[3] != 0;
+    opt.act_order = (head[3] & 1) != 0;
+    opt.search_scales = (head[3] & 2) != 0;
     const quant::Int4Matrix q = quant::gptq_int4(w, rows, cols, group, h, opt);
     std::vector<std::int8_t> codes(w.size());
     for (int r = 0; r < rows; ++r)
