@@ -147,7 +147,8 @@ void setup(CLI::App& root) {
                   "int4 codes: rtn (round to nearest) | awq | gptq | awq+gptq (docs/quantization.md section 11)");
   cmd->add_flag("--act-order", a->act_order, "gptq: columns in order of decreasing Hessian diagonal");
   cmd->add_flag("--search-scales", a->search_scales,
-                "int4: each group's scale searched over clip ratios for the least Hessian-weighted error");
+                "int4: each group's scale from clip ratios 1 to 0.525 of max |w|, the least round-trip error "
+                "(Hessian-weighted with rtn and awq; docs/quantization.md section 11)");
   cmd->add_option("--alpha", a->alpha, "SmoothQuant migration strength")->check(cli::between(0.0, 1.0));
   cmd->add_option("--budget", a->budget, std::string("mixed: ") + cli::kBudgetHelp);
   cmd->add_option("--sensitivity-tokens", a->sensitivity_tokens,
