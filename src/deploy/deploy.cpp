@@ -46,7 +46,7 @@ const std::vector<SchemeChoice>& accel_schemes() {
   // The schemes the accelerator's matrix unit implements, fewest weight bytes first.
   static const std::vector<SchemeChoice> schemes = {
 #ifndef FPGALLM_HAVE_CODEGEN
-      {Scheme::w4a8, 32, {Method::rtn, Method::awq, Method::gptq}},
+      {Scheme::w4a8, 32, {Method::rtn, Method::awq, Method::gptq}, true},
 #endif
       {Scheme::w8a8, 32}, {Scheme::w8a8_smooth, 32}};
   return schemes;
@@ -75,9 +75,12 @@ Quantized choose_quantization(const model::Model& m, const model::Tokenizer& tok
       qo.scheme = s.scheme;
       qo.group = s.group;
       qo.method = method;
+      qo.search_scales = s.search_scales && method != quant::Method::rtn;
       qo.budget = budget;
       qo.fp32_held_out = fp32_held_out;
-      const std::string name = std::string(quant::to_string(s.scheme)) + (int4 ? std::string(" ") + quant::to_string(method) : "");
+      const std::string name = std::string(quant::to_string(s.scheme)) +
+                               (int4 ? std::string(" ") + quant::to_string(method) : "") +
+                               (qo.search_scales ? " (searched scales)" : "");
       calib::QuantizeResult r = calib::quantize(m, tok, text, source, qo, [&](const std::string& label, std::size_t d, std::size_t n) {
         if (progress) progress(name + ": " + label, d, n);
       });
@@ -90,6 +93,7 @@ Quantized choose_quantization(const model::Model& m, const model::Tokenizer& tok
       out.rows.push_back({{"scheme", quant::to_string(s.scheme)},
                           {"group", int4 ? s.group : 0},
                           {"method", quant::to_string(method)},
+                          {"search_scales", qo.search_scales},
                           {"perplexity", r.perplexity},
                           {"perplexity_err", r.perplexity_err},
                           {"rel_increase", r.rel_increase},

@@ -37,15 +37,17 @@ struct Result {
   std::vector<StepTime> steps;
 };
 
-// A scheme deploy may take: int4 ones are tried with each method in `methods`, in order.
+// A scheme deploy may take: int4 ones are tried with each method in `methods`, in order;
+// search_scales (calib::QuantizeOptions) for every method but rtn.
 struct SchemeChoice {
   quant::Scheme scheme;
   int group;
   std::vector<quant::Method> methods = {quant::Method::rtn};
+  bool search_scales = false;
 };
-// The schemes this build's deploy tries, fewest weight bytes first; 4-bit by RTN, AWQ,
-// then GPTQ (in order of cost). With the code generator built, 4-bit weights are not
-// among them (emit writes int8 weights only); `skipped` says so.
+// The schemes this build's deploy tries, fewest weight bytes first; 4-bit by RTN, then AWQ
+// and GPTQ with searched scales (in order of cost). With the code generator built, 4-bit
+// weights are not among them (emit writes int8 weights only); `skipped` says so.
 const std::vector<SchemeChoice>& accel_schemes();
 struct SkippedScheme {
   std::string scheme, reason;
@@ -55,7 +57,7 @@ const std::vector<SkippedScheme>& skipped_schemes();
 struct Quantized {
   calib::QuantizeResult chosen;  // the first within budget, else the one of least loss
   bool budget_met = false;
-  // Every (scheme, method) tried, in order: scheme, group, method, perplexity, its
+  // Every (scheme, method) tried, in order: scheme, group, method, search_scales, perplexity, its
   // uncertainty, rel_increase, weight_bytes, calibration_passes (the quantization's cost),
   // meets_budget, deployed. Deterministic, as the deployment's files are.
   nlohmann::json rows = nlohmann::json::array();

@@ -195,7 +195,7 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
   h += fmt::format("<p>Calibrated on {} stories of <code>{}</code>, measured on the other {} ({} tokens). "
                    "Budget: held-out perplexity at most {:.2f}% above fp32 ({:.4f}). Schemes the accelerator's matrix "
                    "unit implements, tried in order of weight bytes, 4-bit weights by each method in order of cost "
-                   "(round to nearest, AWQ, GPTQ); the first within budget is deployed. "
+                   "(round to nearest, then AWQ and GPTQ with searched group scales); the first within budget is deployed. "
                    "<span class=\"{}\">{}</span></p>\n",
                    s["text"]["calibration_stories"].get<int>(), esc(str(s["text"]["file"])),
                    s["text"]["held_out_stories"].get<int>(), s["text"]["held_out_tokens"].get<int>(),
@@ -209,7 +209,7 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
   for (const auto& r : q["candidates"]) {
     std::string name = str(r["scheme"]);
     if (r["group"].get<int>() > 0) name += fmt::format(" (g{})", r["group"].get<int>());
-    h += row({esc(name), esc(str(r["method"])),
+    h += row({esc(name), esc(str(r["method"])) + (r["search_scales"].get<bool>() ? ", searched scales" : ""),
               fmt::format("{:.4f} &plusmn; {:.4f}", r["perplexity"].get<double>(), r["perplexity_err"].get<double>()),
               fmt::format("{:+.3f}%", 100 * r["rel_increase"].get<double>()), report::bytes(r["weight_bytes"].get<double>()),
               fmt::format("{}", r["calibration_passes"].get<int>()), r["meets_budget"].get<bool>() ? "yes" : "no",

@@ -85,8 +85,9 @@ TEST(Awq, FoldingKeepsTheFp32ModelsLogitsAndNeverRaisesTheLayerError) {
 TEST(Deploy, QuantizeStepTakesTheFirstMethodWithinBudget) {
   Stories260K s;
   const std::string text = first_stories(4);
+  // As deploy tries 4-bit weights (deploy::accel_schemes without the code generator).
   const std::vector<deploy::SchemeChoice> w4 = {
-      {quant::Scheme::w4a8, 32, {quant::Method::rtn, quant::Method::awq, quant::Method::gptq}}};
+      {quant::Scheme::w4a8, 32, {quant::Method::rtn, quant::Method::awq, quant::Method::gptq}, true}};
   // No budget met: every method tried, the least loss deployed.
   const deploy::Quantized all = deploy::choose_quantization(s.m, s.tok, text, "sample", -1.0, w4);
   ASSERT_EQ(all.rows.size(), 3u);
@@ -100,8 +101,11 @@ TEST(Deploy, QuantizeStepTakesTheFirstMethodWithinBudget) {
   EXPECT_EQ(all.rows[0]["method"], "rtn");
   EXPECT_EQ(all.rows[1]["method"], "awq");
   EXPECT_EQ(all.rows[2]["method"], "gptq");
+  EXPECT_EQ(all.rows[0]["search_scales"], false);
+  EXPECT_EQ(all.rows[1]["search_scales"], true);
+  EXPECT_EQ(all.rows[2]["search_scales"], true);
   EXPECT_EQ(all.rows[0]["calibration_passes"], 1);
-  EXPECT_EQ(all.rows[1]["calibration_passes"], 2);
+  EXPECT_EQ(all.rows[1]["calibration_passes"], 3);  // statistics, AWQ's Hessians, the folded model's
   EXPECT_EQ(all.rows[2]["calibration_passes"], 1 + s.m.config.n_layers + 1);
   std::printf("w4a8 g32 held-out: rtn %+.3f%%, awq %+.3f%%, gptq %+.3f%%\n", 100 * rel[0], 100 * rel[1], 100 * rel[2]);
   // A budget between GPTQ's increase and the better of RTN's and AWQ's: only GPTQ meets it.
@@ -146,15 +150,17 @@ TEST(QuantizeCli, MethodErrorsNameTheOptionOneLineExit2) {
 
 TEST(QuantizeCli, GptqWritesAModelEvalScoresTheSame) {
   const auto dir = testing_support::scratch_dir("qcli-gptq");
-  testing_support::write_bytes(dir + "/six.txt", first_stories(6));
+  testing_support::write_bytes(dir + "/four.txt", first_stories(4));
   const std::string args = testing_support::stories260k() + " -z " + testing_support::tok512();
-  auto q = run_fpgallm("quantize " + args + " --calib " + dir + "/six.txt --scheme w4a8 --method gptq --act-order -o " +
+  auto q = run_fpgallm("quantize " + args + " --calib " + dir + "/four.txt --scheme w4a8 --method gptq --act-order "
+                       "--search-scales -o " +
                        dir + "/q.gguf --json");
   ASSERT_EQ(q.status, 0) << q.err;
   const auto j = nlohmann::json::parse(q.out);
   EXPECT_EQ(j["method"], "gptq");
   EXPECT_EQ(j["act_order"], true);
-  auto e = run_fpgallm("eval " + args + " --text " + dir + "/six.txt --quant " + dir + "/q.gguf --json");
+  auto e = run_fpgallm("eval " + args + " --text " + dir + "/four.txt --quant " + dir + "/q.gguf --json");
+  // w2 (172 columns) is stored as F32 values with its scales beside them (docs section 8).
   ASSERT_EQ(e.status, 0) << e.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(e.out)["perplexity"].get<double>(), j["perplexity"].get<double>());
 }
