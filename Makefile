@@ -12,7 +12,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= true
 QUIET   := scripts/progress-only.sh
 
-.PHONY: all deps configure build demo test test-sanitize bench clean
+.PHONY: all deps configure build build-tool demo test test-sanitize bench clean
 
 all: build
 
@@ -25,9 +25,13 @@ configure: deps
 build: configure
 	@$(QUIET) build cmake --build $(BUILD) -j $(JOBS)
 
+# Only the command-line tool (what the demo runs): no tests, benchmarks or Python module.
+build-tool: configure
+	@$(QUIET) build cmake --build $(BUILD) -j $(JOBS) --target fpgallm
+
 # The main job: quantize, plan for an Alveo U280, simulate, emit the HLS project, verify
 # through the kernels and write out/demo/report.html.
-demo: build
+demo: build-tool
 	@echo "fpgallm deploy models/stories260K.bin --device u280 -o out/demo"
 	@./$(BUILD)/fpgallm deploy models/stories260K.bin --device u280 -o out/demo
 

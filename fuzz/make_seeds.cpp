@@ -1,5 +1,6 @@
-// Writes small valid files of every format into <dir>/{llama2c,gguf,safetensors,tokenizer}/
-// as seeds for the fuzzers.
+// Writes small valid files of every format into <dir>/<fuzzer>/ as seeds for the fuzzers, and
+// copies the hand-written seeds of fuzz/seeds/<fuzzer>/ (Hugging Face config.json and
+// tokenizer.json files in the published layouts).
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,8 +15,10 @@ namespace fs = std::filesystem;
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
   const fs::path root = argv[1];
-  for (const char* d : {"llama2c", "gguf", "safetensors", "tokenizer", "design", "results_csv", "text"})
+  for (const char* d : {"llama2c", "gguf", "safetensors", "tokenizer", "design", "results_csv", "text", "hf_config", "tokenizer_json"})
     fs::create_directories(root / d);
+  for (const auto& dir : fs::directory_iterator(fs::path(fpgallm::source_dir()) / "fuzz/seeds"))
+    for (const auto& e : fs::directory_iterator(dir.path())) fs::copy_file(e.path(), root / dir.path().filename() / e.path().filename());
   // The parsers' seeds are the project's own files of each kind.
   const fs::path data = fs::path(fpgallm::source_dir()) / "data";
   for (const auto& e : fs::directory_iterator(data / "published"))
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
       {"model.norm.weight", {32}, m.weights.final_norm}};
   std::ofstream(root / "safetensors/tiny.safetensors", std::ios::binary) << model::safetensors::serialize_f32(tensors);
   std::ofstream(root / "safetensors/config.json") << model::safetensors::hf_config_json(c);
+  std::ofstream(root / "hf_config/tiny_llama.json") << model::safetensors::hf_config_json(c);
 
   tok.save_llama2c((root / "tokenizer/tok.bin.tmp").string());
   std::ifstream in(root / "tokenizer/tok.bin.tmp", std::ios::binary);

@@ -3,7 +3,7 @@
 # runs each fuzzer for a few thousand inputs. Usage: fuzz/run.sh [BUILD_DIR] [--build-only]
 # Environment: FUZZ_RUNS (default 3000), FUZZ_SECONDS per fuzzer (default 20), FUZZ_TARGETS
 # (default: the checkpoint readers llama2c gguf safetensors tokenizer; the parsers are
-# design results_csv text).
+# design results_csv text hf_config tokenizer_json).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build-fuzz}

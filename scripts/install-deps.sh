@@ -4,10 +4,11 @@ set -euo pipefail
 
 packages=(
   build-essential cmake g++ clang libclang-rt-14-dev ccache curl
-  libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev libicu-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest python3-regex
+  python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest python3-regex python3-sentencepiece
   libopenmpi-dev openmpi-bin
+  libopenblas-openmp-dev   # the reference engine's batched pass (cblas_sgemm on OpenMP threads)
   chromium
   verilator yosys   # the RTL matrix unit: Verilator tests and Yosys mapping (label rtl, docs/rtl.md)
 )

@@ -26,7 +26,6 @@ from fpgallm._core import (  # noqa: F401
     InputError,
     Model,
     QuantModel,
-    Tokenizer,
     Transformer,
     default_design,
     design_problems,
@@ -51,6 +50,38 @@ __all__ = [
     "load_design", "load_quant", "matmul_int8", "matmul_int8_dequant", "matrix_unit_source", "perplexity",
     "quantize", "quantize_rows",
 ]
+
+import os as _os  # noqa: E402
+
+
+def _hf_tokenizer_json(args, kwargs):
+    """The tokenizer.json a Tokenizer(path) call names: the file itself, or the one in a
+    folder that holds no llama2.c tokenizer.bin; None otherwise."""
+    if len(args) + len(kwargs) != 1:
+        return None
+    path = args[0] if args else kwargs.get("path")
+    if not isinstance(path, (str, _os.PathLike)):
+        return None
+    path = _os.fspath(path)
+    if _os.path.isdir(path):
+        inside = _os.path.join(path, "tokenizer.json")
+        if _os.path.isfile(inside) and not _os.path.exists(_os.path.join(path, "tokenizer.bin")):
+            return inside
+        return None
+    return path if path.endswith(".json") else None
+
+
+class Tokenizer(_core.Tokenizer):
+    __doc__ = _core.Tokenizer.__doc__ + (
+        " A Hugging Face tokenizer.json, or a folder that holds one (and no tokenizer.bin), gives "
+        "the byte-level BPE vocabulary it describes (a fpgallm._core.BpeTokenizer).")
+
+    def __new__(cls, *args, **kwargs):
+        hf = _hf_tokenizer_json(args, kwargs)
+        if hf is not None:
+            return _core.BpeTokenizer.from_hf_json(hf)
+        return super().__new__(cls)
+
 
 from fpgallm.weights import save  # noqa: E402
 

@@ -107,12 +107,15 @@ void fill_inputs(CostArgs& a) {
 std::string money(double v) {
   const bool whole = std::abs(v - std::round(v)) < 5e-7 * std::max(1.0, std::abs(v));
   std::string s = whole ? fmt::format("{:.0f}", std::round(v)) : fmt::format("{:.2f}", v);
-  const auto dot = s.find('.');
-  std::size_t end = dot == std::string::npos ? s.size() : dot;
   const std::size_t begin = s[0] == '-' ? 1 : 0;
-  for (std::ptrdiff_t i = static_cast<std::ptrdiff_t>(end) - 3; i > static_cast<std::ptrdiff_t>(begin); i -= 3)
-    s.insert(static_cast<std::size_t>(i), ",");
-  return s;
+  const std::size_t end = std::min(s.find('.'), s.size());
+  std::string out = s.substr(0, begin);
+  for (std::size_t i = begin; i < end; ++i) {
+    if (i > begin && (end - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  out += s.substr(end);
+  return out;
 }
 
 void print_tco(const char* title, const cost::Cluster& c, const cost::Tco& t) {

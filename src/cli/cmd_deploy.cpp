@@ -66,9 +66,9 @@ void run(DeployArgs& a) {
               p["decode_tokens_per_s"].get<double>(), 1e3 * p["time_to_first_token_s"].get<double>(),
               p.contains("card_prefill_s") ? "the emitted top, one call per token" : "prefill", power.c_str());
   std::printf("  simulated      %.1f tokens/s decode\n", s["simulated"]["decode"]["tokens_per_s"].get<double>());
-  // One differing token changes every later one: the figure is the length of the common prefix.
-  std::printf("  greedy sample  the first %d of %d tokens equal the fp32 model's\n", s["verify"]["greedy_same_as_fp32"].get<int>(),
-              s["verify"]["greedy_tokens"].get<int>());
+  std::printf("  greedy sample  %d of %d tokens equal the fp32 model's, the first %d in a row\n",
+              s["verify"]["greedy_same_as_fp32"].get<int>(), s["verify"]["greedy_tokens"].get<int>(),
+              s["verify"]["greedy_common_prefix_with_fp32"].get<int>());
   for (const auto& st : r.steps) std::printf("  step %-10s %.2f s\n", st.name.c_str(), st.seconds);
   std::printf("report: %s/report.html\n", r.out_dir.c_str());
 }

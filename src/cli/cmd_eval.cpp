@@ -13,7 +13,7 @@ namespace {
 struct EvalArgs {
   std::string model, tokenizer, text, quant, schemes, backend = "ref", design;
   int group = 32;
-  bool json = false;
+  bool json = false, no_batch = false;
 };
 
 void eval(const EvalArgs& a) {
@@ -32,6 +32,7 @@ void eval(const EvalArgs& a) {
   std::unique_ptr<engine::Transformer> plain;
   if (self_quantized) own = cli::load_quant(m, qfile);
   else plain = std::make_unique<engine::Transformer>(m);
+  if (plain && a.no_batch) plain->set_batched(false);
   engine::Transformer& t = own ? *own->transformer : *plain;
   cli::Progress progress("eval: tokens", a.json);
   engine::Perplexity p = engine::perplexity(t, sequences, [&](std::size_t d, std::size_t n) { progress.update(d, n); });
@@ -66,6 +67,8 @@ void setup(CLI::App& root) {
                                            "calibrated on the first half of --text, on its held-out half")
       ->excludes("--quant");
   cmd->add_option("--group", a->group, "int4 group size for --schemes")->check(CLI::IsMember({32, 64, 128}));
+  cmd->add_flag("--no-batch", a->no_batch, "Run the fp32 reference one token at a time (matrix-vector) instead of in "
+                                          "blocks of positions (matrix-matrix), to compare the two");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { eval(*a); });
 }

@@ -23,7 +23,7 @@ struct RunArgs {
   int steps = 256;
   float temperature = 1.0f, topp = 0.9f;
   unsigned long long seed = 0;
-  bool json = false, chat = false;
+  bool json = false, chat = false, special_as_text = false;
 };
 
 // The prompt from --prompt-file FILE, or from stdin for -i -; read whole, in one pass.
@@ -54,7 +54,9 @@ void run(const RunArgs& args) {
       text = m.bpe_tokenizer->chat_prompt(a.prompt);
       if (text.empty()) throw fpgallm::InputError(a.model, "--chat: the vocabulary has no ChatML or Llama 3 chat tokens");
     }
-    bpe_prompt = m.bpe_tokenizer->encode(text, true, a.chat);
+    if (a.chat && a.special_as_text)
+      throw fpgallm::InputError("--special-as-text", "--chat writes its template's special tokens into the prompt; give one or the other");
+    bpe_prompt = m.bpe_tokenizer->encode(text, true, !a.special_as_text);
     if (bpe_prompt.empty()) throw fpgallm::InputError("--prompt", "is empty (a byte-level BPE model without bos needs a prompt)");
   } else {
     if (a.chat) throw fpgallm::InputError("--chat", "needs a model with a byte-level BPE vocabulary (chat special tokens)");
@@ -85,8 +87,15 @@ void run(const RunArgs& args) {
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);
   };
-  engine::Generation g = bpe ? engine::generate(t, *m.bpe_tokenizer, sampler, bpe_prompt, a.steps, on_piece)
-                             : engine::generate(t, *tok, sampler, a.prompt, a.steps, on_piece);
+  engine::Generation g;
+  try {
+    g = bpe ? engine::generate(t, *m.bpe_tokenizer, sampler, bpe_prompt, a.steps, on_piece)
+            : engine::generate(t, *tok, sampler, a.prompt, a.steps, on_piece);
+  } catch (const fpgallm::InputError& e) {
+    // The engine names the prompt as -i; it may have come from a file.
+    if (e.source() != "-i" || args.prompt_file.empty()) throw;
+    throw fpgallm::InputError(args.prompt_file, e.problem());
+  }
   const double steps_after_first = static_cast<double>(g.tokens.size()) - 2;
   const double tps = g.seconds_after_first > 0 ? steps_after_first / g.seconds_after_first : 0;
   const nlohmann::json cards = accel ? accel->card_report() : nlohmann::json::object();
@@ -131,6 +140,9 @@ void setup(CLI::App& root) {
   cmd->add_option("--design", a->design, cli::design_help());
   cmd->add_option("--quant", a->quant, "Quantized model (.gguf from fpgallm quantize), run by simulated quantization");
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template (ChatML for Qwen, Llama 3's) as one user turn");
+  cmd->add_flag("--special-as-text", a->special_as_text,
+                "Encode special tokens written in the prompt (<|im_start|>...) as text; by default they are their ids, "
+                "as Hugging Face's tokenizers and llama.cpp take a prompt (byte-level BPE models)");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run(*a); });
 }

@@ -56,6 +56,17 @@ void run(const ValidateArgs& a) {
   }
   std::printf("  every fitted constant at its derivation: FPGA median %.1f%% (no fit at all)\n",
               100 * cv.median_abs_error_fpga_derivation);
+  std::printf("\nleave-one-source-out, each source predicted with the constants refitted on the others:\n");
+  std::printf("  %-34s %5s %5s %11s %11s  refitted constants\n", "source held out", "fpga", "gpu", "FPGA median",
+              "GPU median");
+  for (const auto& h : cv.per_group) {
+    std::string fitted;
+    for (const auto& [name, value] : h.constants) fitted += fmt::format("{}{}={:g}", fitted.empty() ? "" : ", ", name, value);
+    const std::string fpga_median = h.fpga_rows ? fmt::format("{:.1f}%", 100 * h.median_abs_error_fpga) : "-";
+    const std::string gpu_median = h.gpu_rows ? fmt::format("{:.1f}%", 100 * h.median_abs_error_gpu) : "-";
+    std::printf("  %-34s %5d %5d %11s %11s  %s\n", h.name.c_str(), h.fpga_rows, h.gpu_rows, fpga_median.c_str(),
+                gpu_median.c_str(), fitted.c_str());
+  }
   std::printf("\nmedian |error|               in-sample  leave-one-source-out  leave-one-design-out\n");
   std::printf("  FPGA timing (%2zu rows)       %6.1f%%  %20.1f%%  %20.1f%%\n", fpga, 100 * v.median_abs_error_fpga,
               100 * cv.median_abs_error_fpga, 100 * cd.median_abs_error_fpga);

@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();  // every option's help shows its default
   app.formatter(std::make_shared<HelpFormatter>());
   bool force = false, progress = false, allow_nonfinite = false;
-  app.add_flag("--force", force, "Replace an existing output file (never an input; folders only when fpgallm wrote them)");
+  app.add_flag("--force", force, "Replace an existing output file fpgallm did not write (never an input; folders only when fpgallm wrote them)");
   app.add_flag("--progress", progress, "Progress on stderr even when it is not a terminal");
   app.add_flag("--allow-nonfinite", allow_nonfinite, "Load a checkpoint that holds NaN or infinite weights (debugging)");
   app.fallthrough();  // --force and --progress may follow the subcommand

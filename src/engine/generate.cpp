@@ -1,5 +1,6 @@
 #include "engine/generate.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -9,6 +10,23 @@
 #include "util/error.hpp"
 
 namespace engine {
+
+namespace {
+
+// Where t runs blocks, the prompt's positions 1 .. prompt_tokens - 2 (whose logits are not
+// sampled) as blocks, at the second step so that the first step stays the first token's
+// alone; returns the position the token-by-token loop goes on from.
+int prefill(Transformer& t, const std::vector<int>& tokens, int prompt_tokens) {
+  const int end = prompt_tokens - 1;
+  if (!t.block_batched() || end <= 2) return 1;
+  for (int pos = 1; pos < end; pos += kBlockPositions) {
+    const int n = std::min(kBlockPositions, end - pos);
+    t.forward_block({tokens.data() + pos, static_cast<std::size_t>(n)}, pos, true);
+  }
+  return end;
+}
+
+}  // namespace
 
 Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sampler,
                     const std::string& prompt, int steps,
@@ -26,9 +44,13 @@ Generation generate(Transformer& t, const model::Tokenizer& tok, Sampler& sample
   std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
   int token = g.tokens[0];
   auto start = std::chrono::steady_clock::now();
+  int resume = 1;
   for (int pos = 0; pos < steps; ++pos) {
-    if (pos == 1) start = std::chrono::steady_clock::now();
-    const float* out = t.forward(token, pos);
+    if (pos == 1) {
+      start = std::chrono::steady_clock::now();
+      resume = prefill(t, g.tokens, g.prompt_tokens);
+    }
+    const float* out = pos >= 1 && pos < resume ? nullptr : t.forward(token, pos);
     int next;
     if (pos + 1 < g.prompt_tokens) {
       next = g.tokens[static_cast<std::size_t>(pos) + 1];
@@ -61,8 +83,13 @@ Generation generate(Transformer& t, const model::BpeTokenizer& tok, Sampler& sam
                                                 g.prompt_tokens, steps, c.seq_len));
   std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
   auto start = std::chrono::steady_clock::now();
+  int resume = 1;
   for (int pos = 0; pos < steps; ++pos) {
-    if (pos == 1) start = std::chrono::steady_clock::now();
+    if (pos == 1) {
+      start = std::chrono::steady_clock::now();
+      resume = prefill(t, g.tokens, g.prompt_tokens);
+    }
+    if (pos >= 1 && pos < resume) continue;
     const float* out = t.forward(g.tokens[static_cast<std::size_t>(pos)], pos);
     if (pos + 1 < g.prompt_tokens) continue;
     std::copy(out, out + c.vocab_size, logits.begin());

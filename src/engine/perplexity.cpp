@@ -1,5 +1,6 @@
 #include "engine/perplexity.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -38,18 +39,27 @@ Perplexity perplexity(Transformer& t, const std::vector<std::vector<int>>& seque
   for (const auto& seq : sequences) {
     if (seq.size() < 2) continue;
     ++r.sequences;
-    for (std::size_t i = 0; i + 1 < seq.size(); ++i) {
-      const int pos = static_cast<int>(i % static_cast<std::size_t>(window));
-      const float* logits = t.forward(seq[i], pos);
-      float max_l = logits[0];
-      for (int v = 1; v < vocab; ++v) max_l = std::max(max_l, logits[v]);
-      double z = 0;
-      for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(logits[v]) - max_l);
-      const double nll = std::log(z) + max_l - logits[seq[i + 1]];
-      sum += nll;
-      sum_sq += nll * nll;
-      ++r.tokens;
-      if (progress && (r.tokens % 256 == 0 || r.tokens == total)) progress(r.tokens, total);
+    // Blocks of consecutive positions within one window of the context.
+    const std::size_t inputs = seq.size() - 1;
+    const std::size_t block = t.block_batched() ? kBlockPositions : 1;
+    for (std::size_t i = 0; i < inputs;) {
+      const std::size_t pos = i % static_cast<std::size_t>(window);
+      const std::size_t n = std::min({block, inputs - i, static_cast<std::size_t>(window) - pos});
+      const float* out = n == 1 ? t.forward(seq[i], static_cast<int>(pos))
+                                : t.forward_block({seq.data() + i, n}, static_cast<int>(pos));
+      for (std::size_t j = 0; j < n; ++j) {
+        const float* logits = out + j * static_cast<std::size_t>(vocab);
+        float max_l = logits[0];
+        for (int v = 1; v < vocab; ++v) max_l = std::max(max_l, logits[v]);
+        double z = 0;
+        for (int v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(logits[v]) - max_l);
+        const double nll = std::log(z) + max_l - logits[seq[i + j + 1]];
+        sum += nll;
+        sum_sq += nll * nll;
+        ++r.tokens;
+        if (progress && (r.tokens % 256 == 0 || r.tokens == total)) progress(r.tokens, total);
+      }
+      i += n;
     }
   }
   if (r.tokens == 0) return r;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/threads.hpp"
 #include "util/error.hpp"
 
 namespace engine {
@@ -61,7 +62,7 @@ __attribute__((target_clones("avx2", "default"))) void dot4(const float* w, std:
 void matvec(const float* w, const float* x, float* y, int rows, int cols) {
   const int quads = rows / 4;
   const auto stride = static_cast<std::size_t>(cols);
-#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols >= (1L << 18))
+#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols >= kParallelWork)
   for (int b = 0; b < quads; ++b) dot4(w + 4 * b * stride, stride, x, cols, y + 4 * b);
   for (int i = 4 * quads; i < rows; ++i) y[i] = dot(w + static_cast<std::size_t>(i) * stride, x, cols);
 }
@@ -181,20 +182,28 @@ void Transformer::linear(const LinearCall& call) {
 
 void Transformer::on_kv_stored(int, int, float*, float*) {}
 
+void Transformer::check_input(int token, int pos) const {
+  if (token < 0 || token >= model_.config.vocab_size) throw std::out_of_range("token id out of range");
+  if (pos < 0 || pos >= model_.config.seq_len) throw std::out_of_range("position past the model's context");
+}
+
+void Transformer::ensure_cache() {
+  if (!key_cache_.empty()) return;  // allocated on first use: subclasses that replace forward() never pay for it
+  const auto& c = model_.config;
+  const std::size_t cache = static_cast<std::size_t>(c.n_layers) * c.seq_len * c.kv_dim();
+  key_cache_.assign(cache, 0.0f);
+  value_cache_.assign(cache, 0.0f);
+}
+
 const float* Transformer::forward(int token, int pos) {
   const auto& c = model_.config;
   const auto& w = model_.weights;
-  if (token < 0 || token >= c.vocab_size) throw std::out_of_range("token id out of range");
-  if (pos < 0 || pos >= c.seq_len) throw std::out_of_range("position past the model's context");
+  check_input(token, pos);
   const int dim = c.dim, head_size = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
   const int q_dim = c.n_heads * head_size;
   const int kv_mul = c.n_heads / c.n_kv_heads;
   using model::Linear;
-  if (key_cache_.empty()) {  // on first use: subclasses that replace forward() never pay for it
-    const std::size_t cache = static_cast<std::size_t>(c.n_layers) * c.seq_len * kv_dim;
-    key_cache_.assign(cache, 0.0f);
-    value_cache_.assign(cache, 0.0f);
-  }
+  ensure_cache();
 
   std::memcpy(x_.data(), w.token_embedding.data() + static_cast<std::size_t>(token) * dim, dim * sizeof(float));
 
@@ -224,7 +233,7 @@ const float* Transformer::forward(int token, int pos) {
 
     const float* layer_keys = key_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;
     const float* layer_values = value_cache_.data() + static_cast<std::size_t>(l) * c.seq_len * kv_dim;
-#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * (pos + 1) * head_size >= (1L << 18))
+#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * (pos + 1) * head_size >= kParallelWork)
     for (int h = 0; h < c.n_heads; ++h) {
       const int kv_off = (h / kv_mul) * head_size;
       attention_head(q_.data() + h * head_size, layer_keys + kv_off, layer_values + kv_off,

@@ -1,11 +1,19 @@
 #pragma once
 // The fp32 reference forward pass of a Llama-family model, one token at a time with a KV
-// cache, written in the order of llama2.c's run.c so that greedy output matches it.
+// cache, written in the order of llama2.c's run.c so that greedy output matches it; and
+// the same pass batched over positions (transformer_block.cpp).
+#include <span>
 #include <vector>
 
 #include "model/model.hpp"
 
 namespace engine {
+
+// Positions per forward_block() call where perplexity and the prompt of generate run blocks:
+// OpenBLAS packs every weight matrix once per call, so longer blocks read the weights less
+// often (stories110m, one thread: 128 positions ran at 220 tokens per CPU second, 256 at
+// 260-290, 512 no faster); the logits of a block take kBlockPositions x vocab floats.
+inline constexpr int kBlockPositions = 256;
 
 // One matrix-vector product of the forward pass: y[rows] = W[rows][cols] x[cols].
 struct LinearCall {
@@ -29,6 +37,29 @@ class Transformer {
   // Virtual so that the accelerator backend (accel.hpp) replaces the whole pass.
   virtual const float* forward(int token, int pos);
 
+  // Runs tokens[0..n) of one sequence at positions pos0..pos0+n-1 (pos0 + n <= seq_len),
+  // writing the KV cache of all of them, attention causal within the block. Returns the
+  // logits [n][vocab] (row i for position pos0+i), or only the last row [vocab] when
+  // last_only; valid until the next call. Where block_batched(), the products are
+  // matrix-matrix (OpenBLAS) and the logits equal n forward() calls within fp32 reordering;
+  // elsewhere it makes those n forward() calls.
+  const float* forward_block(std::span<const int> tokens, int pos0, bool last_only = false);
+  // Whether forward_block() runs as matrix-matrix products: for the plain fp32 reference
+  // (this class itself, unless set_batched(false)). The batched pass calls neither linear()
+  // nor on_kv_stored(), so a subclass keeps the per-token pass unless it overrides this.
+  virtual bool supports_block() const;
+  bool block_batched() const { return batched_ && supports_block(); }
+  // false forces the per-token pass (eval --no-batch, for comparison).
+  void set_batched(bool on) { batched_ = on; }
+
+  // One position of each of several sequences, transformers[i] (each its own KV cache, all
+  // of the same model) running tokens[i] at positions[i], as matrix-matrix products where
+  // every one is block_batched() (else one forward() each). Logits of sequence i are
+  // transformers[i]'s, as forward() returns them, valid until its next call. Equal to a
+  // forward() of each within fp32 reordering. A transformer appears at most once.
+  static void forward_batch(std::span<Transformer* const> transformers, std::span<const int> tokens,
+                            std::span<const int> positions, std::vector<const float*>& logits);
+
   const model::Config& config() const { return model_.config; }
   const model::Model& model() const { return model_; }
 
@@ -43,9 +74,14 @@ class Transformer {
   const float* weight_of(int layer, model::Linear which) const;
 
  private:
+  void ensure_cache();
+  void check_input(int token, int pos) const;
+
   const model::Model& model_;
+  bool batched_ = true;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_;
   std::vector<float> key_cache_, value_cache_;  // [layer][seq_len][kv_dim]
+  std::vector<float> block_logits_;             // forward_block's [n][vocab]
 };
 
 // y[rows] = W[rows][cols] x[cols] in fp32, rows split over threads; each row's sum is

@@ -1,5 +1,8 @@
 #include "model/bpe_tokenizer.hpp"
 
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -202,6 +205,66 @@ bool BpeTokenizer::is_end(int id) const {
   return (eos_ && id == *eos_) || std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
 }
 
+std::vector<std::string> BpeTokenizer::merges() const {
+  // Ranks are positions in the source's list, where a repeated merge keeps its first.
+  std::vector<std::string> by_rank;
+  for (const auto& [pair, rank] : merge_rank_) {
+    if (by_rank.size() <= static_cast<std::size_t>(rank)) by_rank.resize(static_cast<std::size_t>(rank) + 1);
+    by_rank[static_cast<std::size_t>(rank)] = pair;
+  }
+  std::erase(by_rank, std::string());
+  return by_rank;
+}
+
+std::string BpeTokenizer::gguf_pre() const {
+  for (const char* name : {"qwen2", "llama-bpe", "gpt-2"})
+    if (patterns_for_pre(name) == patterns_) return name;
+  return "";
+}
+
+std::string BpeTokenizer::hf_json() const {
+  using ojson = nlohmann::ordered_json;
+  ojson vocab = ojson::object(), added = ojson::array();
+  for (int id = 0; id < vocab_size(); ++id) {
+    if (is_special(id))
+      added.push_back({{"id", id}, {"content", token(id)}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                       {"normalized", false}, {"special", true}});
+    else
+      vocab[token(id)] = id;
+  }
+  const bool gpt2 = patterns_ == std::vector<std::string>{kGpt2Pattern};
+  ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", gpt2}};
+  ojson pre = byte_level;
+  if (!gpt2) {
+    pre = {{"type", "Sequence"}, {"pretokenizers", ojson::array()}};
+    for (const auto& p : patterns_)
+      pre["pretokenizers"].push_back({{"type", "Split"}, {"pattern", {{"Regex", p}}}, {"behavior", "Isolated"}, {"invert", false}});
+    pre["pretokenizers"].push_back(byte_level);
+  }
+  ojson post = nullptr;
+  if (bos_)
+    post = {{"type", "TemplateProcessing"},
+            {"single", {{{"SpecialToken", {{"id", token(*bos_)}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+            {"pair", ojson::array()},
+            {"special_tokens", ojson::object()}};
+  const ojson j = {{"version", "1.0"},
+                   {"truncation", nullptr},
+                   {"padding", nullptr},
+                   {"added_tokens", added},
+                   {"normalizer", nfc_ ? ojson{{"type", "NFC"}} : ojson(nullptr)},
+                   {"pre_tokenizer", pre},
+                   {"post_processor", post},
+                   {"decoder", byte_level},
+                   {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
+                              {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false},
+                              {"ignore_merges", ignore_merges_}, {"vocab", vocab}, {"merges", merges()}}}};
+  try {
+    return j.dump(1, ' ', false, nlohmann::json::error_handler_t::strict) + "\n";
+  } catch (const nlohmann::json::type_error&) {
+    throw fpgallm::InputError(source_, "a token of the vocabulary is not UTF-8, which tokenizer.json cannot hold");
+  }
+}
+
 std::vector<std::string> BpeTokenizer::patterns_for_pre(const std::string& pre) {
   if (pre == "gpt2" || pre == "gpt-2" || pre == "default") return {kGpt2Pattern};
   if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3") return {kLlama3Pattern};
@@ -322,13 +385,37 @@ std::vector<int> BpeTokenizer::encode(std::string_view text, bool add_bos, bool 
       ++at;
       continue;
     }
-    encode_ordinary(text.substr(start, at - start), out);
+    encode_ordinary(normalized(text.substr(start, at - start)), out);
     out.push_back(hit->id);
     at += hit->text.size();
     start = at;
   }
-  encode_ordinary(text.substr(start), out);
+  encode_ordinary(normalized(text.substr(start)), out);
   return out;
+}
+
+std::string BpeTokenizer::normalized(std::string_view text) const {
+  if (!nfc_ || text.empty() || text.size() > (1u << 29)) return std::string(text);
+  UErrorCode status = U_ZERO_ERROR;
+  const UNormalizer2* nfc = unorm2_getNFCInstance(&status);
+  std::vector<UChar> utf16(text.size() + 1);
+  std::int32_t n16 = 0;
+  // U_ILLEGAL_CHAR_FOUND on bytes that are not UTF-8: those are left as given.
+  u_strFromUTF8(utf16.data(), static_cast<std::int32_t>(utf16.size()), &n16, text.data(),
+                static_cast<std::int32_t>(text.size()), &status);
+  if (U_FAILURE(status) || !nfc) return std::string(text);
+  if (unorm2_isNormalized(nfc, utf16.data(), n16, &status) && U_SUCCESS(status)) return std::string(text);
+  status = U_ZERO_ERROR;
+  // NFC of a string is at most three times its length in UTF-16 units (Unicode's stated bound).
+  std::vector<UChar> out(static_cast<std::size_t>(n16) * 3 + 1);
+  const std::int32_t m16 = unorm2_normalize(nfc, utf16.data(), n16, out.data(), static_cast<std::int32_t>(out.size()), &status);
+  if (U_FAILURE(status)) return std::string(text);
+  std::string utf8(static_cast<std::size_t>(m16) * 3, '\0');
+  std::int32_t n8 = 0;
+  u_strToUTF8(utf8.data(), static_cast<std::int32_t>(utf8.size()), &n8, out.data(), m16, &status);
+  if (U_FAILURE(status)) return std::string(text);
+  utf8.resize(static_cast<std::size_t>(n8));
+  return utf8;
 }
 
 std::string BpeTokenizer::decode(int id) const {
@@ -422,10 +509,12 @@ BpeTokenizer BpeTokenizer::from_hf_json_unchecked(const std::string& path) {
   if (fpgallm::json_string(m, "type", "", path, "model.type") != "BPE") fail("model.type is not BPE");
   if (fpgallm::json_bool(m, "byte_fallback", false, path, "model.byte_fallback"))
     fail("model.byte_fallback (SentencePiece-style BPE) is not byte-level BPE");
+  bool nfc = false;
   if (const json* n = fpgallm::json_field(j, "normalizer")) {
     if (!n->is_object()) fail(fmt::format("normalizer is a {}, not an object", n->type_name()));
     if (const std::string type = fpgallm::json_string(*n, "type", "?", path, "normalizer.type"); type != "NFC")
-      fail(fmt::format("normalizer '{}' is not supported", type));
+      fail(fmt::format("normalizer '{}' is not supported (NFC is)", type));
+    nfc = true;
   }
   const json& vocab = fpgallm::json_object(m, "vocab", path, "model.vocab");
   if (vocab.empty()) fail("model.vocab is missing or empty");
@@ -463,6 +552,7 @@ BpeTokenizer BpeTokenizer::from_hf_json_unchecked(const std::string& path) {
   collect_patterns(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), patterns, path);
   BpeTokenizer t(std::move(tokens), merges, std::move(patterns), std::move(specials), path);
   t.ignore_merges_ = fpgallm::json_bool(m, "ignore_merges", false, path, "model.ignore_merges");
+  t.nfc_ = nfc;
   // A TemplateProcessing post-processor that starts with a special token adds it as bos.
   std::function<void(const json&)> find_bos = [&](const json& p) {
     if (!p.is_object()) return;
@@ -505,7 +595,10 @@ std::optional<BpeTokenizer> BpeTokenizer::from_gguf(const gguf::Reader& r) {
   };
   t.set_eos(id_of("tokenizer.ggml.eos_token_id"));
   const bool add_bos = r.find("tokenizer.ggml.add_bos_token") && r.get_bool("tokenizer.ggml.add_bos_token");
-  if (add_bos) t.set_bos(id_of("tokenizer.ggml.bos_token_id"));
+  t.set_named_bos(id_of("tokenizer.ggml.bos_token_id"));
+  if (add_bos) t.set_bos(t.named_bos_);
+  t.set_pad(id_of("tokenizer.ggml.padding_token_id"));
+  if (r.find("tokenizer.chat_template")) t.set_chat_template(r.get_string("tokenizer.chat_template"));
   return t;
 }
 

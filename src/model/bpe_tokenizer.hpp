@@ -51,9 +51,31 @@ class BpeTokenizer {
   bool is_end(int id) const;
   bool is_special(int id) const;
   std::optional<int> special_id(std::string_view text) const;
+  bool normalizes_nfc() const { return nfc_; }
+  // The file it was read from (a tokenizer.json or a GGUF).
+  const std::string& source() const { return source_; }
+  // What a GGUF file of this vocabulary carries besides the tokens (llama.cpp's
+  // convert_hf_to_gguf.py writes the same): the merges in rank order ("left right"), the
+  // tokenizer.ggml.pre name of its pre-tokenizer ("" when it is none fpgallm knows), the bos
+  // id the source names even when encode does not add it (config.json bos_token_id), the
+  // padding id and the chat template (tokenizer_config.json, or the GGUF's own keys).
+  std::vector<std::string> merges() const;
+  std::string gguf_pre() const;
+  // A Hugging Face tokenizer.json that reads back as this vocabulary (tokens, merges,
+  // added tokens, pre-tokenizer, NFC, bos post-processor).
+  std::string hf_json() const;
+  std::optional<int> named_bos() const { return named_bos_ ? named_bos_ : bos_; }
+  void set_named_bos(std::optional<int> id) { named_bos_ = id; }
+  std::optional<int> pad() const { return pad_; }
+  void set_pad(std::optional<int> id) { pad_ = id; }
+  const std::string& chat_template() const { return chat_template_; }
+  void set_chat_template(std::string t) { chat_template_ = std::move(t); }
 
-  // Special tokens in text are their ids when parse_special; bos is prepended when the
-  // vocabulary has one and add_bos.
+  // Special tokens in text are their ids when parse_special (as Hugging Face's tokenizers
+  // and llama.cpp's prompts take them), else their text is encoded as any other; bos is
+  // prepended when the vocabulary has one and add_bos. The text between special tokens is
+  // put in NFC first when the tokenizer.json names that normalizer (valid UTF-8 only: other
+  // bytes are encoded as given).
   std::vector<int> encode(std::string_view text, bool add_bos = false, bool parse_special = true) const;
   // The bytes of one token (special tokens: their text).
   std::string decode(int id) const;
@@ -68,6 +90,7 @@ class BpeTokenizer {
   void encode_piece(std::string_view piece, std::vector<int>& out) const;
   void pre_tokenize(std::string_view text, std::vector<std::string_view>& out) const;
   void encode_ordinary(std::string_view text, std::vector<int>& out) const;
+  std::string normalized(std::string_view text) const;
   struct Regex;
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int> ids_;
@@ -76,9 +99,11 @@ class BpeTokenizer {
   std::vector<std::unique_ptr<Regex>> regexes_;
   std::vector<Special> specials_;  // longest first
   std::vector<int> byte_ids_;      // token of each single byte; -1 when missing
-  std::optional<int> bos_, eos_;
+  std::optional<int> bos_, eos_, named_bos_, pad_;
+  std::string chat_template_;
   std::vector<int> end_ids_;
   bool ignore_merges_ = false;  // a pre-token that is in the vocabulary is not split
+  bool nfc_ = false;            // tokenizer.json normalizer NFC
   std::string source_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -26,7 +27,7 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 // SentencePiece token types, as tokenizer.ggml.token_type stores them.
-enum TokenType : std::int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6 };
+enum TokenType : std::int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUnused = 5, kByte = 6 };
 
 int checked_int(const gguf::Reader& r, const std::string& key, std::optional<std::int64_t> fallback = std::nullopt) {
   auto v = r.int_or_none(key);
@@ -271,10 +272,38 @@ Model load_gguf(const gguf::Reader& r) {
   return m;
 }
 
+void put_bpe_tokenizer_metadata(gguf::Writer& w, const BpeTokenizer& t, int n_vocab, const std::string& path) {
+  using gguf::Value;
+  const std::string pre = t.gguf_pre();
+  if (pre.empty())
+    throw fpgallm::InputError(path, "the vocabulary's pre-tokenizer regexes are none that GGUF names (tokenizer.ggml.pre "
+                                    "qwen2, llama-bpe or gpt-2)");
+  std::vector<std::string> tokens;
+  std::vector<std::int32_t> types;
+  for (int id = 0; id < n_vocab; ++id) {
+    if (id < t.vocab_size()) {
+      tokens.push_back(t.token(id));
+      types.push_back(t.is_special(id) ? kControl : kNormal);
+    } else {  // embedding rows beyond the tokenizer's (Qwen pads its vocabulary)
+      tokens.push_back(fmt::format("[PAD{}]", id));
+      types.push_back(kUnused);
+    }
+  }
+  w.set("tokenizer.ggml.model", Value::string("gpt2"));
+  w.set("tokenizer.ggml.pre", Value::string(pre));
+  w.set("tokenizer.ggml.tokens", Value::strings(std::move(tokens)));
+  w.set("tokenizer.ggml.token_type", Value::i32s(types));
+  w.set("tokenizer.ggml.merges", Value::strings(t.merges()));
+  if (auto id = t.named_bos()) w.set("tokenizer.ggml.bos_token_id", Value::u32(static_cast<std::uint32_t>(*id)));
+  if (auto id = t.eos()) w.set("tokenizer.ggml.eos_token_id", Value::u32(static_cast<std::uint32_t>(*id)));
+  if (auto id = t.pad()) w.set("tokenizer.ggml.padding_token_id", Value::u32(static_cast<std::uint32_t>(*id)));
+  w.set("tokenizer.ggml.add_bos_token", Value::boolean(t.bos().has_value()));
+  if (!t.chat_template().empty()) w.set("tokenizer.chat_template", Value::string(t.chat_template()));
+}
+
 void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_type, const Tokenizer* tokenizer,
                std::uint32_t version) {
   const Config& c = m.config;
-  if (c.arch != Arch::llama) throw fpgallm::InputError(path, "GGUF output supports llama models only");
   if (!m.has_weights()) throw fpgallm::InputError(path, "the model has no weights to write");
   if (auto tr = gguf::type_traits(matrix_type); !tr || !tr->dequantizable)
     throw fpgallm::InputError(path, "cannot write matrices as ggml " + gguf::type_name(matrix_type));
@@ -285,6 +314,7 @@ void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_ty
   put_llama_metadata(w, c);
   w.set("general.file_type", gguf::Value::u32(llama_file_type(matrix_type)));
   if (tokenizer) put_tokenizer_metadata(w, *tokenizer);
+  else if (m.bpe_tokenizer) put_bpe_tokenizer_metadata(w, *m.bpe_tokenizer, c.vocab_size, path);
 
   auto as_bytes = [](const std::vector<float>& v) {
     return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(float));
@@ -301,11 +331,35 @@ void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_ty
       w.add_tensor(name, type, gguf_matrix_dims(s), gguf::quantize(type, v));
   };
   add_matrix("token_embd.weight", linear_shape(c, Linear::cls), m.weights.token_embedding);
+  // llama.cpp keeps Qwen's q/k rows (and their biases and gains) in Hugging Face order;
+  // the permuted copies live until the file is written.
+  const bool qwen = c.arch != Arch::llama;
+  std::deque<std::vector<float>> permuted;
+  auto rope_rows = [&](const std::vector<float>& v, int heads, int cols) -> const std::vector<float>& {
+    if (!qwen) return v;
+    safetensors::interleaved_to_hf(permuted.emplace_back(v), heads, c.head_dim(), cols);
+    return permuted.back();
+  };
   for (int l = 0; l < c.n_layers; ++l) {
     const auto& lw = m.weights.layers[static_cast<std::size_t>(l)];
-    add_vector(fmt::format("blk.{}.attn_norm.weight", l), lw.attn_norm);
-    for (Linear which : kBlockLinears) add_matrix(gguf_tensor_name(l, which), linear_shape(c, which), lw.linear(which));
-    add_vector(fmt::format("blk.{}.ffn_norm.weight", l), lw.ffn_norm);
+    const std::string blk = fmt::format("blk.{}.", l);
+    add_vector(blk + "attn_norm.weight", lw.attn_norm);
+    for (Linear which : kBlockLinears) {
+      const std::vector<float>& data = which == Linear::wq   ? rope_rows(lw.wq, c.n_heads, c.dim)
+                                       : which == Linear::wk ? rope_rows(lw.wk, c.n_kv_heads, c.dim)
+                                                             : lw.linear(which);
+      add_matrix(gguf_tensor_name(l, which), linear_shape(c, which), data);
+    }
+    if (c.qkv_bias) {
+      add_vector(blk + "attn_q.bias", rope_rows(lw.bq, c.n_heads, 1));
+      add_vector(blk + "attn_k.bias", rope_rows(lw.bk, c.n_kv_heads, 1));
+      add_vector(blk + "attn_v.bias", lw.bv);
+    }
+    if (c.qk_norm) {
+      add_vector(blk + "attn_q_norm.weight", rope_rows(lw.q_norm, 1, 1));
+      add_vector(blk + "attn_k_norm.weight", rope_rows(lw.k_norm, 1, 1));
+    }
+    add_vector(blk + "ffn_norm.weight", lw.ffn_norm);
   }
   add_vector("output_norm.weight", m.weights.final_norm);
   if (!m.weights.rope_freq_factors.empty()) add_vector("rope_freqs.weight", m.weights.rope_freq_factors);

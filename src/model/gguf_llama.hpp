@@ -1,15 +1,17 @@
 #pragma once
-// The llama architecture in GGUF, as llama.cpp writes and reads it: metadata keys
-// (general.architecture = "llama", llama.embedding_length, ...), tensor names
-// (token_embd.weight, blk.N.attn_q.weight, ..., output.weight) and the SentencePiece
-// vocabulary (tokenizer.ggml.*). Query and key rows are in interleaved-pair RoPE order, the
-// same as llama2.c and the engine, so no permutation happens here.
+// The llama, qwen2 and qwen3 architectures in GGUF, as llama.cpp writes and reads them:
+// metadata keys (general.architecture, <arch>.embedding_length, ...), tensor names
+// (token_embd.weight, blk.N.attn_q.weight, ..., output.weight) and the vocabulary
+// (tokenizer.ggml.*: SentencePiece "llama", or byte-level BPE "gpt2"). Llama's query and key
+// rows are in interleaved-pair RoPE order, the same as llama2.c and the engine; llama.cpp
+// keeps Qwen's in Hugging Face order, so those are permuted on the way in and out.
 #include <optional>
 #include <string>
 
 #include "model/config.hpp"
 #include "model/gguf.hpp"
 #include "model/model.hpp"
+#include "model/bpe_tokenizer.hpp"
 #include "model/tokenizer.hpp"
 
 namespace model {
@@ -28,6 +30,11 @@ std::uint32_t llama_file_type(gguf::GgmlType t);
 void put_llama_metadata(gguf::Writer& w, const Config& c);
 // tokenizer.ggml.model = "llama", tokens ("▁" for space), scores, token_type, bos/eos/unk ids.
 void put_tokenizer_metadata(gguf::Writer& w, const Tokenizer& t);
+// tokenizer.ggml.model = "gpt2" as convert_hf_to_gguf.py writes it: the tokens padded to
+// n_vocab with "[PAD<i>]" (type unused), token types (special tokens control), pre, merges,
+// bos/eos/padding ids, add_bos_token and the chat template. Throws InputError naming `path`
+// for a pre-tokenizer that has no tokenizer.ggml.pre name.
+void put_bpe_tokenizer_metadata(gguf::Writer& w, const BpeTokenizer& t, int n_vocab, const std::string& path);
 
 // The model's shape from the metadata; the vocabulary size comes from token_embd.weight.
 // Throws InputError naming the file for a missing key, another architecture or a shape
@@ -42,6 +49,7 @@ Model load_gguf(const gguf::Reader& r);
 
 // How save_gguf stores matrices; norms (1-D) are always F32, and a matrix whose rows are not
 // a whole number of blocks of the chosen type is stored as F16 instead (as llama.cpp does).
+// The vocabulary written is `tokenizer` when given, else the model's byte-level BPE one.
 void save_gguf(const Model& m, const std::string& path, gguf::GgmlType matrix_type = gguf::GgmlType::f32,
                const Tokenizer* tokenizer = nullptr, std::uint32_t version = 3);
 

@@ -276,7 +276,11 @@ Config config_from_hf_json_unchecked(const std::string& text, const std::string&
 
 }  // namespace
 
-std::string hf_config_json(const Config& c, const std::string& dtype) {
+namespace {
+nlohmann::ordered_json id_or_null(std::optional<int> id) { return id ? nlohmann::ordered_json(*id) : nlohmann::ordered_json(); }
+}  // namespace
+
+std::string hf_config_json(const Config& c, const std::string& dtype, SpecialIds ids) {
   const char* torch_dtype = dtype == "F16" ? "float16" : dtype == "BF16" ? "bfloat16" : "float32";
   // Floats through their shortest decimal form, so 1e-5f is written as 1e-05.
   auto shortest = [](float f) { return std::stod(fmt::format("{}", f)); };
@@ -295,14 +299,14 @@ std::string hf_config_json(const Config& c, const std::string& dtype) {
                               {"head_dim", c.head_dim()},
                               {"tie_word_embeddings", c.shared_classifier},
                               {"hidden_act", "silu"},
-                              {"attention_bias", false},
+                              {"attention_bias", c.qkv_bias},
                               {"attention_dropout", 0.0},
                               {"mlp_bias", false},
                               {"pretraining_tp", 1},
                               {"rope_scaling", nullptr},
                               {"use_cache", true},
-                              {"bos_token_id", 1},
-                              {"eos_token_id", 2},
+                              {"bos_token_id", id_or_null(ids.bos)},
+                              {"eos_token_id", id_or_null(ids.eos)},
                               {"torch_dtype", torch_dtype}};
   if (c.head_size) j["head_dim"] = c.head_size;
   if (c.rope_scaling.factor != 0)
@@ -314,8 +318,8 @@ std::string hf_config_json(const Config& c, const std::string& dtype) {
   return j.dump(2) + "\n";
 }
 
-std::string hf_generation_config_json() {
-  const nlohmann::ordered_json j = {{"_from_model_config", true}, {"bos_token_id", 1}, {"eos_token_id", 2}};
+std::string hf_generation_config_json(SpecialIds ids) {
+  const nlohmann::ordered_json j = {{"_from_model_config", true}, {"bos_token_id", id_or_null(ids.bos)}, {"eos_token_id", id_or_null(ids.eos)}};
   return j.dump(2) + "\n";
 }
 
@@ -372,14 +376,46 @@ std::string hf_tensor_name(int layer, Linear l) {
   return fmt::format("model.layers.{}.{}.weight", layer, hf_linear_name(l));
 }
 
-// config.json's eos_token_id (an integer, or the first of a list).
-std::optional<int> eos_token_id(const std::string& config_text) {
+// config.json's eos_token_id or bos_token_id (an integer, or the first of a list).
+std::optional<int> token_id(const std::string& config_text, const char* key) {
   json j = fpgallm::parse_json_text(config_text, "config.json");
   if (!j.is_object()) return std::nullopt;
-  json e = j.value("eos_token_id", json());
+  json e = j.value(key, json());
   if (e.is_array() && !e.empty()) e = e[0];
   if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > (1 << 24)) return std::nullopt;
   return e.get<int>();
+}
+
+// tokenizer_config.json: the chat template (a string, or transformers' list of named
+// templates, of which "default"), add_bos_token, and the bos, eos and padding tokens (their
+// text, or {"content": text}), as ids of the added tokens that carry that text.
+struct TokenizerConfig {
+  std::optional<int> bos, eos, pad;
+  std::optional<bool> add_bos;
+  std::string chat_template;
+};
+TokenizerConfig read_tokenizer_config(const std::string& path, const BpeTokenizer& t) {
+  const json j = fpgallm::parse_json_text(fpgallm::read_regular_file(path), path);
+  if (!j.is_object()) throw fpgallm::InputError(path, "is not a JSON object");
+  TokenizerConfig tc;
+  if (const auto it = j.find("chat_template"); it != j.end()) {
+    if (it->is_string()) tc.chat_template = it->get<std::string>();
+    else if (it->is_array())
+      for (const auto& e : *it)
+        if (e.is_object() && e.value("name", json()) == "default" && e.value("template", json()).is_string())
+          tc.chat_template = e["template"].get<std::string>();
+  }
+  if (const auto it = j.find("add_bos_token"); it != j.end() && it->is_boolean()) tc.add_bos = it->get<bool>();
+  auto special = [&](const char* key) -> std::optional<int> {
+    const auto it = j.find(key);
+    if (it == j.end()) return std::nullopt;
+    const json text = it->is_object() ? it->value("content", json()) : *it;
+    return text.is_string() ? t.special_id(text.get<std::string>()) : std::nullopt;
+  };
+  tc.bos = special("bos_token");
+  tc.eos = special("eos_token");
+  tc.pad = special("pad_token");
+  return tc;
 }
 
 std::string read_text_file(const fs::path& p) {
@@ -500,7 +536,21 @@ Model load_safetensors_dir(const std::string& dir_name) {
     if (t->vocab_size() > c.vocab_size)
       throw fpgallm::InputError((dir / "tokenizer.json").string(), fmt::format("has {} tokens but the model's vocabulary has {}",
                                                                               t->vocab_size(), c.vocab_size));
-    if (auto eos = st::eos_token_id(st::read_text_file(config_path)); eos && *eos < t->vocab_size()) t->set_eos(*eos);
+    // The special ids as llama.cpp's SpecialVocab takes them: tokenizer_config.json's tokens
+    // first, config.json's ids for the rest.
+    const std::string config_text = st::read_text_file(config_path);
+    const auto tc = fs::exists(dir / "tokenizer_config.json")
+                        ? st::read_tokenizer_config((dir / "tokenizer_config.json").string(), *t)
+                        : st::TokenizerConfig{};
+    auto id = [&](std::optional<int> named, const char* key) {
+      if (!named) named = st::token_id(config_text, key);
+      return named && *named < t->vocab_size() ? named : std::nullopt;
+    };
+    if (auto eos = id(tc.eos, "eos_token_id")) t->set_eos(*eos);
+    t->set_named_bos(id(tc.bos, "bos_token_id"));
+    t->set_pad(id(tc.pad, "pad_token_id"));
+    if (tc.add_bos.value_or(false) && t->named_bos()) t->set_bos(t->named_bos());
+    t->set_chat_template(tc.chat_template);
     m.bpe_tokenizer = std::move(t);
   }
   return m;
@@ -558,10 +608,33 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
   tensors.push_back({"model.norm.weight", {dim}, m.weights.final_norm});
   if (!c.shared_classifier) tensors.push_back({"lm_head.weight", matrix(linear_shape(c, Linear::cls)), m.weights.classifier});
 
+  st::SpecialIds ids;
+  if (m.bpe_tokenizer) ids = {m.bpe_tokenizer->bos(), m.bpe_tokenizer->eos()};
+  // A Hugging Face source folder: its config.json with every key, and its tokenizer files.
+  const bool hf_source = m.source_format == Format::safetensors && fs::is_directory(m.source_path);
+  std::string config = st::hf_config_json(c, dtype, ids);
+  if (hf_source) {
+    const std::string source = (fs::path(m.source_path) / "config.json").string();
+    auto j = nlohmann::ordered_json::parse(fpgallm::read_regular_file(source));
+    j["torch_dtype"] = nlohmann::ordered_json::parse(config)["torch_dtype"];
+    config = j.dump(2) + "\n";
+  }
   fpgallm::OutputFolder out(dir_name);
   const fs::path tmp(out.dir());
-  fpgallm::write_file_atomic((tmp / "config.json").string(), st::hf_config_json(c, dtype));
-  fpgallm::write_file_atomic((tmp / "generation_config.json").string(), st::hf_generation_config_json());
+  fpgallm::write_file_atomic((tmp / "config.json").string(), config);
+  bool generation_copied = false;
+  if (hf_source)
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                             "merges.txt", "generation_config.json"}) {
+      const fs::path from = fs::path(m.source_path) / name;
+      if (!fs::is_regular_file(from)) continue;
+      fpgallm::write_file_atomic((tmp / name).string(), fpgallm::read_regular_file(from.string()));
+      generation_copied |= std::string_view(name) == "generation_config.json";
+    }
+  // A byte-level BPE vocabulary from elsewhere (a GGUF, synth -z) goes with it as tokenizer.json.
+  if (!hf_source && m.bpe_tokenizer) fpgallm::write_file_atomic((tmp / "tokenizer.json").string(), m.bpe_tokenizer->hf_json());
+  if (!generation_copied)
+    fpgallm::write_file_atomic((tmp / "generation_config.json").string(), st::hf_generation_config_json(ids));
   fpgallm::write_file_atomic((tmp / "model.safetensors").string(), st::serialize(tensors, dtype));
   if (tokenizer) tokenizer->save_llama2c((tmp / "tokenizer.bin").string());
   out.commit();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,11 +70,16 @@ inline std::string serialize_f32(const std::vector<NamedTensor>& tensors) { retu
 
 // The Config described by a config.json text (`source` names it in errors).
 Config config_from_hf_json(const std::string& json_text, const std::string& source);
-// config.json for c as transformers writes a LlamaForCausalLM's, with torch_dtype
-// "float32", "float16" or "bfloat16" for dtype F32, F16 or BF16.
-std::string hf_config_json(const Config& c, const std::string& dtype = "F32");
+// The token ids config.json and generation_config.json carry: llama2.c's 1 and 2, or a
+// byte-level BPE vocabulary's own (null where it has none).
+struct SpecialIds {
+  std::optional<int> bos = 1, eos = 2;
+};
+// config.json for c as transformers writes a LlamaForCausalLM's (Qwen2/Qwen3ForCausalLM's),
+// with torch_dtype "float32", "float16" or "bfloat16" for dtype F32, F16 or BF16.
+std::string hf_config_json(const Config& c, const std::string& dtype = "F32", SpecialIds ids = {});
 // generation_config.json as transformers derives it from the model config.
-std::string hf_generation_config_json();
+std::string hf_generation_config_json(SpecialIds ids = {});
 
 // Row order conversions for one q_proj/k_proj matrix of n_heads heads, each [head_dim][cols].
 void hf_to_interleaved(std::span<float> w, int n_heads, int head_dim, int cols);
@@ -86,8 +92,11 @@ void rope_rows_to_interleaved(const Config& c, LayerWeights& lw);
 namespace model {
 // Writes dir/config.json, dir/generation_config.json and dir/model.safetensors (every tensor
 // as dtype F32, F16 or BF16; Hugging Face names and row order), and dir/tokenizer.bin
-// (llama2.c format) when a tokenizer is given. The folder appears whole or not at all; an
-// existing non-empty folder is an error.
+// (llama2.c format) when a tokenizer is given. A model read from a Hugging Face folder keeps
+// that folder's config.json (every key; torch_dtype set to the dtype written) and its
+// tokenizer and generation files (tokenizer.json, tokenizer_config.json, ...), copied
+// byte for byte. The folder appears whole or not at all; an existing non-empty folder is an
+// error.
 void save_safetensors_dir(const Model& m, const std::string& dir, const Tokenizer* tokenizer = nullptr,
                           const std::string& dtype = "F32");
 }  // namespace model

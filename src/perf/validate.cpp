@@ -507,8 +507,8 @@ std::vector<double> shipped_values(const Constants& shipped) {
   return x;
 }
 
-// The grid point with the least median |error| over the FPGA rows of `rows` selected by
-// `use` (ties: least mean |error|, then nearest the derivations in grid steps).
+// The grid point with the least mean |log(predicted/measured)| over the FPGA rows of `rows`
+// selected by `use` (ties: nearest the derivations in grid steps).
 std::vector<double> fit_grid(const std::vector<LinearRow>& rows, const std::vector<bool>& use,
                              const std::vector<ConstantFit>& grids) {
   const std::size_t K = grids.size();
@@ -527,7 +527,7 @@ std::vector<double> fit_grid(const std::vector<LinearRow>& rows, const std::vect
   }
   std::vector<double> x(K), best(K);
   for (std::size_t k = 0; k < K; ++k) best[k] = grids[k].derivation;
-  double best_median = std::numeric_limits<double>::infinity(), best_mean = best_median, best_distance = best_median;
+  double best_mean = std::numeric_limits<double>::infinity(), best_distance = best_mean;
   std::vector<double> errors;
   for (;;) {
     for (std::size_t k = 0; k < K; ++k) x[k] = g[k].min + at[k] * g[k].step;
@@ -539,16 +539,13 @@ std::vector<double> fit_grid(const std::vector<LinearRow>& rows, const std::vect
         sum += errors.back();
       }
     if (!errors.empty()) {
-      const double mean = sum / double(errors.size()), median = mean;
+      const double mean = sum / double(errors.size());
       double distance = 0;
       for (std::size_t k = 0; k < K; ++k) distance += std::fabs(x[k] - grids[k].derivation) / grids[k].step;
       const double tol = 1e-12;
-      const bool better = median < best_median - tol ||
-                          (median <= best_median + tol &&
-                           (mean < best_mean - tol || (mean <= best_mean + tol && distance < best_distance)));
+      const bool better = mean < best_mean - tol || (mean <= best_mean + tol && distance < best_distance);
       if (better) {
         best = x;
-        best_median = median;
         best_mean = mean;
         best_distance = distance;
       }
@@ -626,8 +623,22 @@ CrossValidation cross_validate(Validation& v, const std::vector<RowModel>& model
   };
   std::vector<std::vector<double>> per_group;
   const std::vector<double> errors = held_out({}, &per_group);
-  for (std::size_t g = 0; g < cv.groups.size(); ++g)
-    for (std::size_t k = 0; k < K; ++k) cv.constants[k].without[cv.groups[g]] = per_group[g][k];
+  for (std::size_t g = 0; g < cv.groups.size(); ++g) {
+    HeldOutGroup h;
+    h.name = cv.groups[g];
+    std::vector<double> fpga_g, gpu_g;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (group_of(v.rows[i]) == h.name) (rows[i].fpga ? fpga_g : gpu_g).push_back(errors[i]);
+    h.fpga_rows = int(fpga_g.size());
+    h.gpu_rows = int(gpu_g.size());
+    h.median_abs_error_fpga = median_abs(fpga_g);
+    h.median_abs_error_gpu = median_abs(gpu_g);
+    for (std::size_t k = 0; k < K; ++k) {
+      cv.constants[k].without[h.name] = per_group[g][k];
+      h.constants[cv.constants[k].name] = per_group[g][k];
+    }
+    cv.per_group.push_back(h);
+  }
   std::vector<double> fpga, gpu;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     (rows[i].fpga ? fpga : gpu).push_back(errors[i]);
@@ -658,6 +669,10 @@ CrossValidation cross_validate(Validation& v, const std::vector<RowModel>& model
 }  // namespace
 
 Validation validate(const std::string& csv_path, const std::string& designs_dir) {
+  return validate(csv_path, designs_dir, constants());
+}
+
+Validation validate(const std::string& csv_path, const std::string& designs_dir, const Constants& model_constants) {
   const auto table = fpgallm::read_csv_table(csv_path, {"source_id", "device", "model", "metric", "value", "batch",
                                                         "prompt_len", "gen_len"});
   const auto& header = table.front().second;
@@ -757,7 +772,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
             return predict(d, *dev, w, c, Hardware::published_accelerator);
           });
         };
-        const double predicted = with(constants());
+        const double predicted = with(model_constants);
         ValidationRow row{line, source, "fpga", fpga_dev->id, *model_name, published->scheme, metric->name, metric->unit,
                           cards, req.batch, req.prompt, req.generate, *measured, predicted,
                           (predicted - *measured) / *measured, {}, d.kernel_gaps(), published->design_source, 0, 0};
@@ -852,7 +867,7 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
             return p;
           });
         };
-        const double predicted = with(constants());
+        const double predicted = with(model_constants);
         ValidationRow row{line, source, "gpu", gpu->id, *model_name, *scheme, metric->name, metric->unit, cards,
                           req.batch, req.prompt, req.generate, *measured, predicted, (predicted - *measured) / *measured,
                           std::string(to_string(stack)) + (named ? "" : " (none named: eager assumed)"), {},
@@ -870,8 +885,8 @@ Validation validate(const std::string& csv_path, const std::string& designs_dir)
   v.median_abs_error_gpu = median_abs(gpu_errors);
   v.median_abs_error = median_abs(all_errors);
   for (const auto& [kind, errors] : resource_errors) v.median_abs_error_resource[kind] = median_abs(errors);
-  v.cross_validation = cross_validate(v, models, constants(), false);
-  v.cross_validation_by_design = cross_validate(v, models, constants(), true);
+  v.cross_validation = cross_validate(v, models, model_constants, false);
+  v.cross_validation_by_design = cross_validate(v, models, model_constants, true);
   return v;
 }
 
@@ -910,7 +925,16 @@ void to_json(nlohmann::json& j, const Validation& v) {
                            {"derivation_source", k.derivation_source},
                            {"fitted_without", k.without},
                            {"median_abs_error_fpga_at_derivation", k.median_abs_error_fpga_at_derivation}});
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& h : cv.per_group)
+      groups.push_back({{"name", h.name},
+                        {"fpga_rows", h.fpga_rows},
+                        {"gpu_rows", h.gpu_rows},
+                        {"median_abs_error_fpga", h.fpga_rows ? nlohmann::json(h.median_abs_error_fpga) : nlohmann::json()},
+                        {"median_abs_error_gpu", h.gpu_rows ? nlohmann::json(h.median_abs_error_gpu) : nlohmann::json()},
+                        {"fitted_without", h.constants}});
     return nlohmann::json{{"groups", cv.groups},
+                          {"held_out", groups},
                           {"constants", constants},
                           {"median_abs_error_fpga", cv.median_abs_error_fpga},
                           {"median_abs_error_gpu", cv.median_abs_error_gpu},

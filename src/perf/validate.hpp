@@ -12,6 +12,8 @@
 
 namespace perf {
 
+struct Constants;
+
 struct ValidationRow {
   int line = 0;               // line in the CSV (header = 1)
   std::string source_id;
@@ -52,10 +54,19 @@ struct FittedConstant {
 // How the model does on sources it was not fitted on: each group's rows (a source's, or
 // every source's that measured one design) predicted with the fitted constants refitted
 // without that group.
+struct HeldOutGroup {
+  std::string name;
+  int fpga_rows = 0, gpu_rows = 0;
+  double median_abs_error_fpga = 0;  // its rows, predicted with the refit on the other groups
+  double median_abs_error_gpu = 0;
+  std::map<std::string, double> constants;  // fitted constant -> value fitted without this group
+};
+
 struct CrossValidation {
   std::string grouping;  // "source" or "design"
   std::vector<FittedConstant> constants;
   std::vector<std::string> groups;
+  std::vector<HeldOutGroup> per_group;  // in the order of `groups`
   double median_abs_error_fpga = 0;
   double median_abs_error_gpu = 0;
   double median_abs_error = 0;
@@ -109,6 +120,8 @@ struct Validation {
 // reason. Throws fpgallm::InputError for an unreadable CSV, one without the required
 // columns, or one with no data rows.
 Validation validate(const std::string& csv_path, const std::string& designs_dir);
+// The same with other constants than data/perf_model.json's (their "fit" grids included).
+Validation validate(const std::string& csv_path, const std::string& designs_dir, const Constants& c);
 
 double median_abs(const std::vector<double>& errors);
 

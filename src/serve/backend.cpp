@@ -24,10 +24,18 @@ class SingleSequenceBackend : public Backend {
     return s;
   }
 
+  // The batch as one engine call: matrix-matrix products over the sequences where the
+  // engine is the fp32 reference, one forward() per sequence otherwise.
   void step(std::span<const Position> batch, std::vector<const float*>& logits) override {
-    logits.clear();
-    for (const Position& p : batch)
-      logits.push_back(static_cast<TransformerSequence*>(p.sequence)->transformer->forward(p.token, p.pos));
+    transformers_.clear();
+    tokens_.clear();
+    positions_.clear();
+    for (const Position& p : batch) {
+      transformers_.push_back(static_cast<TransformerSequence*>(p.sequence)->transformer.get());
+      tokens_.push_back(p.token);
+      positions_.push_back(p.pos);
+    }
+    engine::Transformer::forward_batch(transformers_, tokens_, positions_, logits);
   }
 
   std::vector<std::span<std::byte>> weights() override { return weights_; }
@@ -38,6 +46,8 @@ class SingleSequenceBackend : public Backend {
   std::vector<std::span<std::byte>> weights_;
   std::uint64_t kv_bytes_per_position_;
   std::shared_ptr<void> owner_;
+  std::vector<engine::Transformer*> transformers_;
+  std::vector<int> tokens_, positions_;
 };
 
 }  // namespace

@@ -34,8 +34,9 @@ struct Position {
 
 // One replica's engine. step() advances every sequence of the batch by one position and
 // returns each one's logits (valid until the next step). The single-sequence backend below
-// runs them one after the other through the engine's forward(); a batched decode call
-// replaces it behind this interface.
+// gives each sequence a Transformer of its own (its KV cache) and runs a step through
+// engine::Transformer::forward_batch: matrix-matrix products over the batch for the fp32
+// reference, one forward() per sequence for the other engines.
 class Backend {
  public:
   virtual ~Backend() = default;

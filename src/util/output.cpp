@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -219,6 +220,8 @@ std::string existing_parent(const std::string& path) {
   return existing_ancestor(path);
 }
 
+bool holds_what_fpgallm_wrote(const std::string& path);
+
 // Refuses replacing what exists at path (InputError naming it); returns whether something
 // does (and may be replaced).
 bool check_existing(const std::string& path, OutputKind kind) {
@@ -234,7 +237,8 @@ bool check_existing(const std::string& path, OutputKind kind) {
   if (kind == OutputKind::file) {
     if (S_ISDIR(st.st_mode)) throw InputError(path, "is a folder; expected a file name");
     if (!S_ISREG(st.st_mode)) throw InputError(path, "exists and is not a regular file; fpgallm does not replace it");
-    if (!output_force()) throw InputError(path, "exists; fpgallm replaces a file only with --force");
+    if (!output_force() && !holds_what_fpgallm_wrote(path))
+      throw InputError(path, "exists and is not a file fpgallm wrote (or it changed since); fpgallm replaces it only with --force");
     return true;
   }
   if (!S_ISDIR(st.st_mode)) throw InputError(path, "exists and is not a folder; fpgallm does not replace it");
@@ -374,6 +378,24 @@ std::pair<std::uint64_t, std::uint64_t> file_sum(const std::string& path, bool s
 }
 
 std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
+
+// The attribute OutputFile sets on every file it writes: "<bytes> <FNV-1a 64>" of the
+// content. A file whose content still matches it is one fpgallm wrote and nobody changed.
+constexpr const char* kWrittenAttr = "user.fpgallm.written";
+
+std::string written_attr_value(std::uint64_t bytes, std::uint64_t sum) { return fmt::format("{} {}", bytes, hex64(sum)); }
+
+bool holds_what_fpgallm_wrote(const std::string& path) {
+  char value[64] = {};
+  const ssize_t n = ::lgetxattr(path.c_str(), kWrittenAttr, value, sizeof value - 1);
+  if (n <= 0) return false;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const std::string recorded(value, static_cast<std::size_t>(n));
+  if (recorded.compare(0, recorded.find(' '), std::to_string(st.st_size)) != 0) return false;  // cheap: size first
+  const auto [bytes, sum] = file_sum(path, false);
+  return recorded == written_attr_value(bytes, sum);
+}
 
 }  // namespace
 
@@ -547,6 +569,8 @@ void OutputFile::write(const void* data, std::size_t n) {
       error_ = errno;
       break;
     }
+    sum_ = fnv1a64(p, static_cast<std::size_t>(w), sum_);
+    bytes_ += static_cast<std::uint64_t>(w);
     p += w;
     n -= static_cast<std::size_t>(w);
   }
@@ -555,6 +579,9 @@ void OutputFile::write(const void* data, std::size_t n) {
 
 void OutputFile::commit() {
   if (error_ != 0) throw InputError(path_, "write failed: " + errno_text(error_));
+  // Where the file system keeps no user attributes, a later run needs --force to replace it.
+  const std::string written = written_attr_value(bytes_, sum_);
+  (void)::fsetxattr(fd_, kWrittenAttr, written.data(), written.size(), 0);
   if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
     const int err = errno;
     fd_ = -1;

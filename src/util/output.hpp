@@ -1,7 +1,8 @@
 #pragma once
 // Output safety: every file or folder fpgallm writes goes through here, so that
 //  - nothing fpgallm did not write is replaced (a folder is fpgallm's only when it holds
-//    fpgallm-manifest.json and its files still match it; a file only with --force), and
+//    fpgallm-manifest.json and its files still match it; a file when its content matches
+//    the checksum fpgallm recorded beside it, else only with --force), and
 //    an input of the running command is never replaced, not even with --force;
 //  - the final name is either the complete new output or untouched: the work goes to a
 //    temporary beside it (same folder, so the last step is one rename), fsynced first;
@@ -70,9 +71,10 @@ class OutputLock {
 };
 
 // A file written atomically into an existing folder: bytes go to "<path>.tmp.<pid>.<n>" beside it;
-// commit() fsyncs it and renames it onto path (refusing an input, and an existing file
-// unless --force; a file that appeared meanwhile is not replaced). Not committed, it is
-// removed.
+// commit() records its size and checksum in an extended attribute (user.fpgallm.written),
+// fsyncs it and renames it onto path (refusing an input, and an existing file unless it
+// still holds what fpgallm wrote there, by that attribute, or with --force; a file that
+// appeared meanwhile is not replaced). Not committed, it is removed.
 class OutputFile {
  public:
   explicit OutputFile(std::string path);
@@ -90,6 +92,7 @@ class OutputFile {
   int fd_ = -1;
   int slot_ = -1;
   int error_ = 0;
+  std::uint64_t bytes_ = 0, sum_ = 0xcbf29ce484222325ull;  // of what was written: see commit()
 };
 
 // A folder written atomically: files go into dir() (a temporary beside path); commit()

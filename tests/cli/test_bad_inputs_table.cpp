@@ -272,6 +272,11 @@ std::vector<Row> rows() {
          write_bytes(d + "/p.txt", prompt);
          return "run " + testing_support::stories260k() + kZ + " -n 0 --prompt-file " + d + "/p.txt";
        }, "context of 512"},
+      {"run_steps_below_the_prompt", args_row("run @M -n 3 -i \"Once upon a time there was a little girl\""), "at most 3 fit"},
+      {"run_prompt_file_longer_than_steps", [](const std::string& d) {
+         write_bytes(d + "/p.txt", "Once upon a time there was a little girl");
+         return "run " + testing_support::stories260k() + kZ + " -n 3 --prompt-file " + d + "/p.txt";
+       }, "@/p.txt"},
       {"run_prompt_file_and_prompt", [](const std::string& d) {
          write_bytes(d + "/p.txt", "Once");
          return "run " + testing_support::stories260k() + kZ + " -i Once --prompt-file " + d + "/p.txt";

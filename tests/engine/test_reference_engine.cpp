@@ -155,6 +155,36 @@ TEST_F(ReferenceEngine, LogitsAgreeWithDoublePrecision) {
   EXPECT_LT(worst, 1e-5) << "relative L2 error of fp32 logits against double";
 }
 
+// The batched pass (matrix-matrix, blocks of positions) against the same double-precision
+// forward and the same bound as the token-by-token pass above; blocks of 1, 7 and 30
+// positions, each after the previous one, so that later blocks attend to keys an earlier
+// block (or a single token) wrote.
+TEST_F(ReferenceEngine, BlockLogitsAgreeWithDoublePrecision) {
+  engine::Transformer t(*model_);
+  ASSERT_TRUE(t.block_batched());
+  NaiveForward<double> ref(*model_);
+  auto tokens = tok_->encode("Once upon a time, there was a cat who liked to sing. One day, the cat saw a big red ball "
+                             "in the garden and wanted to play with it.", true, false);
+  ASSERT_GE(tokens.size(), 39u);
+  double worst = 0;
+  int pos = 0;
+  for (int n : {1, 7, 1, 30}) {
+    const float* got = t.forward_block({tokens.data() + pos, std::size_t(n)}, pos);
+    for (int i = 0; i < n; ++i) {
+      auto want = ref.forward(tokens[pos + i], pos + i);
+      double num = 0, den = 0;
+      for (int v = 0; v < 512; ++v) {
+        const double d = got[i * 512 + v] - want[v];
+        num += d * d;
+        den += want[v] * want[v];
+      }
+      worst = std::max(worst, std::sqrt(num / den));
+    }
+    pos += n;
+  }
+  EXPECT_LT(worst, 1e-5) << "relative L2 error of batched fp32 logits against double";
+}
+
 TEST_F(ReferenceEngine, PerplexityOfSampleText) {
   engine::Transformer t(*model_);
   auto seqs = engine::tokenize_stories(*tok_, engine::split_stories(engine::read_text_file(testing_support::sample_text())));

@@ -34,9 +34,13 @@ TEST(Devices, EveryFigureHasASource) {
   EXPECT_GT(checked, 300);
   for (const auto& d : hw::devices()) {
     for (const hw::Figure* f : {&d.fabric.lut, &d.fabric.dsp, &d.tdp_w, &d.peak_int8_tops, &d.price_usd, &d.pcie_gbps})
-      if (f->has()) EXPECT_FALSE(f->source.empty()) << d.id;
+      if (f->has()) {
+        EXPECT_FALSE(f->source.empty()) << d.id;
+      }
     for (const auto& m : d.memory)
-      if (m.bandwidth_gbps.has()) EXPECT_FALSE(m.bandwidth_gbps.source.empty()) << d.id;
+      if (m.bandwidth_gbps.has()) {
+        EXPECT_FALSE(m.bandwidth_gbps.source.empty()) << d.id;
+      }
   }
 }
 

@@ -2,7 +2,9 @@
 // physical bounds on every prediction, GPU baselines, and the validation error bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <iterator>
@@ -710,4 +712,70 @@ TEST(Validate, Int4OnAStackWithoutAnInt4SourceHasNoEfficiency) {
   EXPECT_EQ(gpu_rows.count("a"), 0u);
   EXPECT_EQ(gpu_rows["b"], "llamacpp");
   EXPECT_EQ(gpu_rows["c"], "compiled");
+}
+
+// Leave-one-source-out on two sources, worked out by hand. Both measure one design (decode
+// tok/s of LLaMA2-7B on a 32-channel U280 design, not host-launched, so kernel_launch_s stays
+// at its derivation): source a as the model predicts it with dma_setup_cycles = 10 (P10),
+// source b with 30 (P30). The decode time is linear in the constant, so a held out is fitted
+// on b alone (30, b's exact value) and predicted as P30, b on a alone (10) as P10: errors
+// P30/P10 - 1 and P10/P30 - 1, their median the mean of the two. In sample every value in
+// [10, 30] fits both rows equally (the sum of their |log| errors is log(P10/P30) there); the
+// tie goes to the derivation, 16.
+TEST(Validate, LeaveOneSourceOutOnTwoSourcesByHand) {
+  const std::string dir = testing_support::scratch_dir("validate_loso");
+  const std::string design = R"({"device": "u280", "quant": "int8", "memory": {"weight_channels": 32, "port_bits": 512}, )"
+                             R"("assumptions": {"memory_convention": "device_channels", "memory_as_published": "HBM2"}})";
+  std::ofstream(dir + "/a.json") << design;
+  std::ofstream(dir + "/b.json") << design;
+  std::ofstream(dir + "/models.json") << R"({"models": [{"contains": ["llama2-7b"], "preset": "llama2-7b"}]})";
+  const std::string header = "source_id,device,model,metric,value,batch,prompt_len,gen_len\n";
+  auto row = [](const char* source, double value) {
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "%.17g", value);
+    return std::string(source) + ",Alveo U280,LLaMA2-7B,decode_tokens_per_s," + cell + ",1,,\n";
+  };
+  auto predicted_at = [&](double cycles) {
+    perf::Constants c = perf::constants();
+    c.dma_setup_cycles.value = cycles;
+    std::ofstream(dir + "/one.csv") << header << row("a", 1);
+    const perf::Validation v = perf::validate(dir + "/one.csv", dir, c);
+    EXPECT_EQ(v.rows.size(), 1u);
+    return v.rows.empty() ? 0.0 : v.rows[0].predicted;
+  };
+  const double p10 = predicted_at(10), p16 = predicted_at(16), p18 = predicted_at(18), p30 = predicted_at(30);
+  ASSERT_GT(p10, p30);
+  ASSERT_EQ(perf::constants().dma_setup_cycles.value, 18);
+  std::ofstream(dir + "/two.csv") << header << row("a", p10) << row("b", p30);
+  const perf::Validation v = perf::validate(dir + "/two.csv", dir);
+  ASSERT_EQ(v.rows.size(), 2u);
+  const double ea = p30 / p10 - 1, eb = p10 / p30 - 1;
+  EXPECT_NEAR(v.rows[0].error_held_out, ea, 1e-9);
+  EXPECT_NEAR(v.rows[1].error_held_out, eb, 1e-9);
+  const perf::CrossValidation& cv = v.cross_validation;
+  EXPECT_NEAR(cv.median_abs_error_fpga, (std::fabs(ea) + std::fabs(eb)) / 2, 1e-9);
+  ASSERT_EQ(cv.per_group.size(), 2u);
+  EXPECT_EQ(cv.per_group[0].name, "a");
+  EXPECT_EQ(cv.per_group[0].fpga_rows, 1);
+  EXPECT_NEAR(cv.per_group[0].median_abs_error_fpga, std::fabs(ea), 1e-9);
+  EXPECT_EQ(cv.per_group[0].constants.at("dma_setup_cycles"), 30);
+  EXPECT_EQ(cv.per_group[1].constants.at("dma_setup_cycles"), 10);
+  for (const auto& h : cv.per_group)
+    EXPECT_EQ(h.constants.at("kernel_launch_s"), perf::constants().kernel_launch_s.fit->derivation) << h.name;
+  // In sample: the shipped constant (18) and the refit over both rows (16).
+  EXPECT_NEAR(v.median_abs_error_fpga, (std::fabs(p18 / p10 - 1) + std::fabs(p18 / p30 - 1)) / 2, 1e-9);
+  const auto dma = std::find_if(cv.constants.begin(), cv.constants.end(), [](const auto& k) { return k.name == "dma_setup_cycles"; });
+  ASSERT_NE(dma, cv.constants.end());
+  EXPECT_EQ(dma->shipped, 18);
+  EXPECT_EQ(dma->fitted, 16);
+  EXPECT_NEAR(cv.median_abs_error_fpga_refit, (std::fabs(p16 / p10 - 1) + std::fabs(p16 / p30 - 1)) / 2, 1e-9);
+  // --json carries the same figures per source held out.
+  nlohmann::json j;
+  perf::to_json(j, v);
+  const auto& held = j.at("leave_one_source_out").at("held_out");
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[1].at("name"), "b");
+  EXPECT_EQ(held[1].at("fpga_rows"), 1);
+  EXPECT_NEAR(held[1].at("median_abs_error_fpga").get<double>(), std::fabs(eb), 1e-9);
+  EXPECT_EQ(held[1].at("fitted_without").at("dma_setup_cycles"), 10);
 }

@@ -51,7 +51,13 @@ def trained(request, tmp_path_factory):
     reference = Gpt2Encoder(encoder, merges, pattern, ignore_merges=llama3)
     from_json = _core.BpeTokenizer.from_hf_json(str(d / "tokenizer.json"))
     from_gguf = _core.bpe_tokenizer(_core.load(str(d / "vocab.gguf")))
-    return reference, from_json, from_gguf, vocab, merges
+    t = Trained((reference, from_json, from_gguf, vocab, merges))
+    t.json_path = d / "tokenizer.json"
+    return t
+
+
+class Trained(tuple):
+    """(reference, from_json, from_gguf, vocab, merges), and json_path: the tokenizer.json."""
 
 
 def check(trained, data: bytes):
@@ -91,3 +97,61 @@ def test_special_tokens_and_chat_template(trained):
     prompt = from_json.chat_prompt("Tell me a story.")
     assert prompt == "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n"
     assert from_json.decode(from_json.encode(prompt.encode())) == prompt.encode()
+
+
+NFD_CASES = ["cafe\u0301 nai\u0308ve", "\u1100\u1161\u11a8 \u1112\u1161\u11ab", "Vie\u0323\u0302t", "\u212b \u2126 A\u030a",
+             "e\u0301\u0301 \u0073\u0323\u0307", "plain ascii"]
+
+
+def test_nfc_normalizer_puts_text_in_nfc_as_unicodedata_does(trained, tmp_path):
+    """A tokenizer.json naming the NFC normalizer (Qwen's) encodes the NFC form of its input:
+    Python's unicodedata is the reference for NFC, the transcribed GPT-2 encoder for the ids."""
+    import unicodedata
+    reference, from_json, _, vocab, merges = trained
+    tj = json.loads(trained.json_path.read_text(encoding="utf-8"))
+    tj["normalizer"] = {"type": "NFC"}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
+    nfc_tok = _core.BpeTokenizer.from_hf_json(str(tmp_path / "tokenizer.json"))
+    for text in NFD_CASES:
+        nfd = unicodedata.normalize("NFD", text)
+        nfc = unicodedata.normalize("NFC", text)
+        expected = reference.encode(nfc.encode("utf-8"))
+        assert nfc_tok.encode(nfd.encode("utf-8"), parse_special=False) == expected, text
+        assert nfc_tok.encode(text.encode("utf-8"), parse_special=False) == expected, text
+        # Without the normalizer the text is taken as given.
+        assert from_json.encode(nfd.encode("utf-8"), parse_special=False) == reference.encode(nfd.encode("utf-8"))
+    assert nfc_tok.encode("\u212b".encode("utf-8"), parse_special=False) != from_json.encode("\u212b".encode("utf-8"),
+                                                                                            parse_special=False)
+    # Special tokens are found before normalization; the text around them is normalized.
+    im_end = len(vocab) + SPECIALS.index("<|im_end|>")
+    nfd = unicodedata.normalize("NFD", "café")
+    assert nfc_tok.encode(f"{nfd}<|im_end|>{nfd}".encode("utf-8")) == \
+        reference.encode("café".encode("utf-8")) + [im_end] + reference.encode("café".encode("utf-8"))
+    # Bytes that are not UTF-8 are encoded as given (no replacement character).
+    raw = b"e\xcc\x81\xff"
+    assert nfc_tok.encode(raw, parse_special=False) == reference.encode(raw)
+
+
+def test_special_tokens_as_text_when_asked(trained):
+    reference, from_json, _, vocab, _ = trained
+    text = b"a<|im_start|>b"
+    im_start = len(vocab) + SPECIALS.index("<|im_start|>")
+    assert from_json.encode(text) == reference.encode(b"a") + [im_start] + reference.encode(b"b")
+    assert from_json.encode(text, parse_special=False) == reference.encode(text)
+    assert im_start not in from_json.encode(text, parse_special=False)
+
+
+def test_python_tokenizer_reads_a_tokenizer_json_or_its_folder(trained):
+    import fpgallm
+    reference = trained[0]
+    data = "Once upon a time, café".encode("utf-8")
+    for path in (trained.json_path, str(trained.json_path), trained.json_path.parent):
+        tok = fpgallm.Tokenizer(path)
+        assert isinstance(tok, _core.BpeTokenizer)
+        assert tok.encode(data, parse_special=False) == reference.encode(data)
+    # llama2.c's tokenizer.bin still gives the SentencePiece-style tokenizer.
+    from conftest import TOKENIZER
+    sp = fpgallm.Tokenizer(TOKENIZER)
+    assert isinstance(sp, _core.Tokenizer) and sp.vocab_size == 512
+    with pytest.raises(fpgallm.InputError):
+        fpgallm.Tokenizer(str(trained.json_path.parent / "missing.json"))

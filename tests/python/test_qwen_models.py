@@ -271,3 +271,85 @@ def test_bad_config_is_one_line_exit_2(tmp_path, trained_vocab):
     (folder / "config.json").write_text(json.dumps(cfg))
     out = subprocess.run([fpgallm_binary(), "run", str(folder), "-i", "x"], capture_output=True, text=True)
     assert out.returncode == 2 and "sliding" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_prompt_special_tokens_and_steps_below_the_prompt(tmp_path, trained_vocab):
+    vocab, merges = trained_vocab
+    _, _, folder, _ = synthesize("qwen2", tmp_path, vocab, merges, seed=5)
+    im_end = len(vocab) + SPECIALS.index("<|im_end|>")
+    tok = _core.bpe_tokenizer(_core.load(str(folder)))
+
+    def prompt_ids(*extra):
+        out = subprocess.run([fpgallm_binary(), "run", str(folder), "-t", "0", "-n", "40", "-i", "Hi<|im_end|>there",
+                              "--json", *extra], capture_output=True, text=True, check=True)
+        j = json.loads(out.stdout)
+        return j["tokens"][:j["prompt_tokens"]]
+
+    # As Hugging Face's tokenizers encode a text: the special token written in it is its id.
+    assert prompt_ids() == tok.encode(b"Hi", parse_special=False) + [im_end] + tok.encode(b"there", parse_special=False)
+    assert prompt_ids("--special-as-text") == tok.encode(b"Hi<|im_end|>there", parse_special=False)
+    # -n below the prompt's length: one line naming the prompt and the limit, exit 2.
+    out = subprocess.run([fpgallm_binary(), "run", str(folder), "-n", "2", "-i", "Once upon a time there was"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "at most 2 fit" in out.stderr and "internal error" not in out.stderr
+    out = subprocess.run([fpgallm_binary(), "run", str(folder), "--chat", "--special-as-text", "-i", "x"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--special-as-text" in out.stderr
+
+
+def read_safetensors_f32(path):
+    """safetensors as its specification lays it out: u64 header length, JSON header, data."""
+    import struct
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    data = raw[8 + n:]
+    out = {}
+    for name, t in header.items():
+        assert t["dtype"] == "F32", name
+        a, b = t["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype=np.float32).reshape(t["shape"])
+    return out
+
+
+@pytest.mark.parametrize("name", ["qwen2", "qwen3"])
+def test_safetensors_folder_round_trips_whole(name, tmp_path, trained_vocab):
+    """convert --to safetensors of a Hugging Face folder: every config.json key of the source,
+    the same tensors bit for bit, its tokenizer files byte for byte, and a tokenizer that `run`
+    uses without -z."""
+    vocab, merges = trained_vocab
+    cfg, w, folder, _ = synthesize(name, tmp_path, vocab, merges, seed=11 + len(name))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 128, "eos_token": "<|endoftext|>"}))
+    out_dir = tmp_path / "written"
+    subprocess.run([fpgallm_binary(), "convert", str(folder), "--to", "safetensors", "-o", str(out_dir)],
+                   capture_output=True, text=True, check=True)
+    source_cfg, written_cfg = json.loads((folder / "config.json").read_text()), json.loads((out_dir / "config.json").read_text())
+    assert written_cfg == source_cfg
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        assert (out_dir / f).read_bytes() == (folder / f).read_bytes(), f
+    got = read_safetensors_f32(out_dir / "model.safetensors")
+    assert sorted(got) == sorted(w)
+    for tname, a in w.items():
+        assert got[tname].shape == a.shape and got[tname].tobytes() == a.tobytes(), tname
+
+    def greedy(path):
+        out = subprocess.run([fpgallm_binary(), "run", str(path), "-t", "0", "-n", "24", "-i", "Once upon", "--json"],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)["tokens"]
+
+    assert greedy(out_dir) == greedy(folder)
+
+
+def test_safetensors_config_from_a_gguf_carries_its_ids_and_biases(tmp_path, trained_vocab):
+    vocab, merges = trained_vocab
+    cfg, _, _, gguf = synthesize("qwen2", tmp_path, vocab, merges, seed=9)
+    out_dir = tmp_path / "from-gguf"
+    subprocess.run([fpgallm_binary(), "convert", str(gguf), "--to", "safetensors", "-o", str(out_dir)],
+                   capture_output=True, text=True, check=True)
+    written = json.loads((out_dir / "config.json").read_text())
+    assert written["attention_bias"] is True
+    assert written["eos_token_id"] == cfg["eos_token_id"]
+    for key in ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size"):
+        assert written[key] == cfg[key], key

@@ -107,6 +107,15 @@ TEST(Deploy, WritesEveryArtifactDeterministicallyAndTheReportRenders) {
 
   auto summary = nlohmann::json::parse(read_bytes(dir + "/a/summary.json"));
   const auto& v = summary["verify"];
+  // The summary's greedy line: how many tokens are equal and how long the common prefix is,
+  // two different figures (the prefix is never longer than the count).
+  {
+    const int same = v["greedy_same_as_fp32"].get<int>(), prefix = v["greedy_common_prefix_with_fp32"].get<int>();
+    EXPECT_LE(prefix, same);
+    const std::string line = "greedy sample  " + std::to_string(same) + " of " + std::to_string(v["greedy_tokens"].get<int>()) +
+                             " tokens equal the fp32 model's, the first " + std::to_string(prefix) + " in a row\n";
+    EXPECT_NE(r1.out.find(line), std::string::npos) << r1.out;
+  }
   // The kernels run the quantized model as the fp32 engine's simulated quantization does
   // (docs/accelerator.md states the bound: the vector unit's table exp and lane sums).
   EXPECT_LT(std::abs(v["accel_vs_simulated_rel"].get<double>()), 0.01);

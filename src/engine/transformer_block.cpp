@@ -1,0 +1,261 @@
+// The batched forward pass of the fp32 reference: many positions at once (a block of one
+// sequence, or one position of each of several sequences), every linear layer one
+// matrix-matrix product through OpenBLAS.
+//
+// Threads: the OpenMP build of OpenBLAS (libopenblas-openmp) runs its GEMMs on OpenMP
+// threads, the runtime of the engine's own loops, as many as OMP_NUM_THREADS. A GEMM called
+// outside a parallel region uses them all; one called from inside a parallel region (the
+// attention heads below) runs on its calling thread alone (OpenBLAS checks
+// omp_in_parallel()). The rule, so that the two never oversubscribe the cores: link the
+// OpenMP build (libopenblas-pthread's own pool would run beside OpenMP's) and leave its
+// thread count to OMP_NUM_THREADS, never openblas_set_num_threads() (a small product runs
+// on one thread by this thread's OpenMP count, matmul below). (The server's replicas
+// each run on a thread of their own with its own OpenMP team, as the per-token pass has.)
+#include <cblas.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <typeinfo>
+
+#include "engine/threads.hpp"
+#include "engine/transformer.hpp"
+
+namespace engine {
+
+namespace {
+
+// c[m][rows] = a[m][cols] (rows lda apart) times w[rows][cols] transposed. Split over
+// threads for the weight matrices the per-token pass splits (matvec), on one thread else:
+// OpenBLAS runs one thread where this thread's OpenMP thread count is 1.
+void matmul(const float* a, int lda, int m, const float* w, int rows, int cols, float* c, int ldc) {
+  if (m == 1 && lda == cols) {
+    matvec(w, a, c, rows, cols);  // one row: the per-token pass's own product, same bits
+    return;
+  }
+  const int threads = omp_get_max_threads();
+  const bool serial = static_cast<long>(rows) * cols < kParallelWork;
+  if (serial) omp_set_num_threads(1);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, cols, 1.0f, a, lda, w, cols, 0.0f, c, ldc);
+  if (serial) omp_set_num_threads(threads);
+}
+
+// rope() of q (q_heads heads) and k (k_heads) at pos, with each pair's frequency freq[j]
+// computed as rope() computes it: the same bits, cos and sin taken once for all heads.
+void rope_heads(float* q, int q_heads, float* k, int k_heads, int hs, int pos, const float* freq) {
+  for (int j = 0; j < hs / 2; ++j) {
+    const float val = static_cast<float>(pos) * freq[j];
+    const float fcr = std::cos(val), fci = std::sin(val);
+    for (int h = 0; h < std::max(q_heads, k_heads); ++h)
+      for (float* vec : {h < q_heads ? q : nullptr, h < k_heads ? k : nullptr}) {
+        if (!vec) continue;
+        float* p = vec + h * hs + 2 * j;
+        const float v0 = p[0], v1 = p[1];
+        p[0] = v0 * fcr - v1 * fci;
+        p[1] = v0 * fci + v1 * fcr;
+      }
+  }
+}
+
+// The rows of one batched pass: row r runs token[r] at pos[r] against the KV cache whose
+// layer-0 keys and values start at keys[r], values[r] ([layer][seq_len][kv_dim]).
+// `block`: every row is of one sequence at consecutive positions pos[0].. (one cache), and
+// attention is two GEMMs per head; otherwise it is the per-token pass's, row by row.
+struct Rows {
+  int n;
+  const int* token;
+  const int* pos;
+  float* const* keys;
+  float* const* values;
+  bool block;
+};
+
+// The activations of a pass, kept from one call to the next by each thread: fresh buffers
+// of this size cost page faults and zeroing (5% of a stories110m block), and every element
+// is written before it is read.
+struct Scratch {
+  std::vector<float> x, xb, xb2, q, kb, vb, hb, hb2, att;
+};
+
+float* sized(std::vector<float>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// Runs the blocks and the final norm; returns x [n][dim], normalized, for the classifier
+// (valid until this thread's next call).
+const float* run_layers(const model::Model& m, const Rows& r) {
+  const auto& c = m.config;
+  const auto& w = m.weights;
+  const int n = r.n, dim = c.dim, hs = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+  const int q_dim = c.n_heads * hs, kv_mul = c.n_heads / c.n_kv_heads;
+  const std::size_t layer_stride = static_cast<std::size_t>(c.seq_len) * kv_dim;
+  const float* freq_factors = w.rope_freq_factors.empty() ? nullptr : w.rope_freq_factors.data();
+  std::vector<float> freq(static_cast<std::size_t>(hs / 2));
+  for (int j = 0; j < hs / 2; ++j) {
+    freq[j] = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * j) / static_cast<float>(hs));
+    if (freq_factors) freq[j] /= freq_factors[j];
+  }
+  const auto rows = [n](int width) { return static_cast<std::size_t>(n) * width; };
+  thread_local Scratch scratch;
+  float* x = sized(scratch.x, rows(dim));
+  float* xb = sized(scratch.xb, rows(std::max(dim, q_dim)));
+  float* xb2 = sized(scratch.xb2, rows(dim));
+  float* q = sized(scratch.q, rows(q_dim));
+  float* kb = sized(scratch.kb, rows(kv_dim));
+  float* vb = sized(scratch.vb, rows(kv_dim));
+  float* hb = sized(scratch.hb, rows(hidden));
+  float* hb2 = sized(scratch.hb2, rows(hidden));
+  // Attention scores of a block, [n][keys] (keys = pos0 + n) for each thread.
+  const int keys = r.block ? r.pos[0] + n : c.seq_len;
+  float* att = sized(scratch.att, r.block ? static_cast<std::size_t>(omp_get_max_threads()) * rows(keys) : 0);
+
+  for (int i = 0; i < n; ++i)
+    std::memcpy(x + std::size_t(i) * dim, w.token_embedding.data() + static_cast<std::size_t>(r.token[i]) * dim,
+                dim * sizeof(float));
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const auto& lw = w.layers[static_cast<std::size_t>(l)];
+    for (int i = 0; i < n; ++i)
+      rmsnorm(xb + std::size_t(i) * dim, x + std::size_t(i) * dim, lw.attn_norm.data(), dim, c.norm_eps);
+    matmul(xb, dim, n, lw.wq.data(), q_dim, dim, q, q_dim);
+    matmul(xb, dim, n, lw.wk.data(), kv_dim, dim, kb, kv_dim);
+    matmul(xb, dim, n, lw.wv.data(), kv_dim, dim, vb, kv_dim);
+    for (int i = 0; i < n; ++i) {
+      float* qi = q + std::size_t(i) * q_dim;
+      float* k = kb + std::size_t(i) * kv_dim;
+      float* v = vb + std::size_t(i) * kv_dim;
+      if (c.qkv_bias) {
+        for (int j = 0; j < q_dim; ++j) qi[j] += lw.bq[j];
+        for (int j = 0; j < kv_dim; ++j) k[j] += lw.bk[j];
+        for (int j = 0; j < kv_dim; ++j) v[j] += lw.bv[j];
+      }
+      if (c.qk_norm) {
+        for (int h = 0; h < c.n_heads; ++h) rmsnorm(qi + h * hs, qi + h * hs, lw.q_norm.data(), hs, c.norm_eps);
+        for (int h = 0; h < c.n_kv_heads; ++h) rmsnorm(k + h * hs, k + h * hs, lw.k_norm.data(), hs, c.norm_eps);
+      }
+      rope_heads(qi, c.n_heads, k, c.n_kv_heads, hs, r.pos[i], freq.data());
+      const std::size_t off = l * layer_stride + static_cast<std::size_t>(r.pos[i]) * kv_dim;
+      std::memcpy(r.keys[i] + off, k, kv_dim * sizeof(float));
+      std::memcpy(r.values[i] + off, v, kv_dim * sizeof(float));
+    }
+
+    if (r.block) {
+      // Per head: scores [n][keys] = q_h k_h^T / sqrt(hs) by one GEMM, row i's softmax over
+      // its keys 0..pos0+i (causal), zeros after, then out_h [n][hs] = att v_h.
+      const float* layer_keys = r.keys[0] + l * layer_stride;
+      const float* layer_values = r.values[0] + l * layer_stride;
+      const int pos0 = r.pos[0];
+      const float inv_scale = 1.0f / std::sqrt(static_cast<float>(hs));
+#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * n * keys * hs >= kParallelWork)
+      for (int h = 0; h < c.n_heads; ++h) {
+        const int kv_off = (h / kv_mul) * hs;
+        float* s = att + static_cast<std::size_t>(omp_get_thread_num()) * rows(keys);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, keys, hs, inv_scale, q + h * hs, q_dim,
+                    layer_keys + kv_off, kv_dim, 0.0f, s, keys);
+        for (int i = 0; i < n; ++i) {
+          float* row = s + static_cast<std::size_t>(i) * keys;
+          const int valid = pos0 + i + 1;
+          softmax(row, valid);
+          std::memset(row + valid, 0, (keys - valid) * sizeof(float));
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hs, keys, 1.0f, s, keys, layer_values + kv_off,
+                    kv_dim, 0.0f, xb + h * hs, q_dim);
+      }
+    } else {
+      // One position per sequence: the per-token pass's attention, row by row.
+      long work = 0;
+      for (int i = 0; i < n; ++i) work += static_cast<long>(c.n_heads) * (r.pos[i] + 1) * hs;
+#pragma omp parallel for collapse(2) schedule(static) if (work >= kParallelWork)
+      for (int i = 0; i < n; ++i)
+        for (int h = 0; h < c.n_heads; ++h) {
+          const int kv_off = (h / kv_mul) * hs;
+          thread_local std::vector<float> scores;
+          if (scores.size() < static_cast<std::size_t>(r.pos[i] + 1)) scores.resize(static_cast<std::size_t>(c.seq_len));
+          attention_head(q + std::size_t(i) * q_dim + h * hs, r.keys[i] + l * layer_stride + kv_off,
+                         r.values[i] + l * layer_stride + kv_off, static_cast<std::size_t>(kv_dim), r.pos[i] + 1, hs,
+                         scores.data(), xb + std::size_t(i) * q_dim + h * hs);
+        }
+    }
+
+    matmul(xb, q_dim, n, lw.wo.data(), dim, q_dim, xb2, dim);
+    for (std::size_t j = 0; j < rows(dim); ++j) x[j] += xb2[j];
+    for (int i = 0; i < n; ++i)
+      rmsnorm(xb + std::size_t(i) * dim, x + std::size_t(i) * dim, lw.ffn_norm.data(), dim, c.norm_eps);
+    matmul(xb, dim, n, lw.w1.data(), hidden, dim, hb, hidden);
+    matmul(xb, dim, n, lw.w3.data(), hidden, dim, hb2, hidden);
+    swiglu(hb, hb2, static_cast<int>(rows(hidden)));
+    matmul(hb, hidden, n, lw.w2.data(), dim, hidden, xb, dim);
+    for (std::size_t j = 0; j < rows(dim); ++j) x[j] += xb[j];
+  }
+  for (int i = 0; i < n; ++i)
+    rmsnorm(x + std::size_t(i) * dim, x + std::size_t(i) * dim, w.final_norm.data(), dim, c.norm_eps);
+  return x;
+}
+
+}  // namespace
+
+bool Transformer::supports_block() const { return typeid(*this) == typeid(Transformer); }
+
+const float* Transformer::forward_block(std::span<const int> tokens, int pos0, bool last_only) {
+  const auto& c = model_.config;
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) throw std::invalid_argument("forward_block: no tokens");
+  if (pos0 < 0 || static_cast<long>(pos0) + n > c.seq_len) throw std::out_of_range("position past the model's context");
+  const auto vocab = static_cast<std::size_t>(c.vocab_size);
+  block_logits_.resize(last_only ? vocab : n * vocab);
+  if (!block_batched()) {
+    for (int i = 0; i < n; ++i) {
+      const float* out = forward(tokens[i], pos0 + i);
+      if (!last_only || i == n - 1) std::memcpy(block_logits_.data() + (last_only ? 0 : i * vocab), out, vocab * sizeof(float));
+    }
+    return block_logits_.data();
+  }
+  for (int i = 0; i < n; ++i) check_input(tokens[i], pos0 + i);
+  ensure_cache();
+  std::vector<int> pos(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) pos[i] = pos0 + i;
+  std::vector<float*> keys(pos.size(), key_cache_.data()), values(pos.size(), value_cache_.data());
+  const float* x = run_layers(model_, {n, tokens.data(), pos.data(), keys.data(), values.data(), n > 1});
+  const int first = last_only ? n - 1 : 0;
+  matmul(x + static_cast<std::size_t>(first) * c.dim, c.dim, n - first, weight_of(-1, model::Linear::cls),
+         c.vocab_size, c.dim, block_logits_.data(), c.vocab_size);
+  return block_logits_.data();
+}
+
+void Transformer::forward_batch(std::span<Transformer* const> ts, std::span<const int> tokens,
+                                std::span<const int> positions, std::vector<const float*>& logits) {
+  if (tokens.size() != ts.size() || positions.size() != ts.size())
+    throw std::invalid_argument("forward_batch: one token and one position per transformer");
+  logits.assign(ts.size(), nullptr);
+  bool batched = !ts.empty();
+  for (Transformer* t : ts) batched = batched && t->block_batched() && &t->model_ == &ts[0]->model_;
+  if (!batched) {
+    for (std::size_t i = 0; i < ts.size(); ++i) logits[i] = ts[i]->forward(tokens[i], positions[i]);
+    return;
+  }
+  const int n = static_cast<int>(ts.size());
+  std::vector<float*> keys(ts.size()), values(ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j)
+      if (ts[j] == ts[i]) throw std::invalid_argument("forward_batch: a transformer appears twice");
+    ts[i]->check_input(tokens[i], positions[i]);
+    ts[i]->ensure_cache();
+    keys[i] = ts[i]->key_cache_.data();
+    values[i] = ts[i]->value_cache_.data();
+  }
+  const model::Model& m = ts[0]->model_;
+  const auto& c = m.config;
+  const float* x = run_layers(m, {n, tokens.data(), positions.data(), keys.data(), values.data(), false});
+  thread_local std::vector<float> all_logits;
+  float* out = sized(all_logits, static_cast<std::size_t>(n) * c.vocab_size);
+  matmul(x, c.dim, n, ts[0]->weight_of(-1, model::Linear::cls), c.vocab_size, c.dim, out, c.vocab_size);
+  for (int i = 0; i < n; ++i) {
+    std::memcpy(ts[i]->logits_.data(), out + static_cast<std::size_t>(i) * c.vocab_size,
+                c.vocab_size * sizeof(float));
+    logits[i] = ts[i]->logits_.data();
+  }
+}
+
+}  // namespace engine
