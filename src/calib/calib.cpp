@@ -89,6 +89,43 @@ quant::ActStats collect_stats(const model::Model& m, const std::vector<std::vect
   return s;
 }
 
+quant::Hessians collect_hessians(const model::Model& m, const quant::Plan& plan,
+                                 const std::vector<quant::QuantLinear>& linears,
+                                 const std::vector<std::vector<int>>& sequences, int layer, const ProgressFn& progress) {
+  HessianTransformer t(m, plan, linears, layer);
+  run_perplexity(t, sequences, layer == HessianTransformer::kAllLayers ? std::string("hessians")
+                                                                        : "hessians " + model::linear_name(layer, layer < 0 ? model::Linear::cls : model::Linear::wq),
+                 progress);
+  return t.hessians();
+}
+
+std::vector<quant::QuantLinear> quantize_gptq(const model::Model& m, const quant::Plan& plan,
+                                              const std::vector<std::vector<int>>& sequences,
+                                              const quant::GptqOptions& opt, const ProgressFn& progress) {
+  const auto& c = m.config;
+  std::vector<quant::QuantLinear> linears = quant::quantize_model(m, plan).linears;
+  for (int l = 0; l <= c.n_layers; ++l) {
+    const int layer = l == c.n_layers ? -1 : l;
+    // Blocks before `layer` as the plan runs them, the rest fp32.
+    quant::Plan p = plan;
+    for (auto& lp : p.layers)
+      if (lp.layer < 0 || lp.layer >= l) lp.weight = WeightFormat::f32, lp.act = ActFormat::f32;
+    bool any = false;
+    for (const auto& lp : plan.layers) any = any || (lp.layer == layer && lp.weight == WeightFormat::int4);
+    if (!any) continue;
+    const quant::Hessians h = collect_hessians(m, p, linears, sequences, layer, progress);
+    for (std::size_t i = 0; i < plan.layers.size(); ++i) {
+      const auto& lp = plan.layers[i];
+      if (lp.layer != layer || lp.weight != WeightFormat::int4) continue;
+      const auto s = model::linear_shape(c, lp.which);
+      const auto& w = lp.which == model::Linear::cls ? m.weights.classifier_or_embedding()
+                                                     : m.weights.layers[static_cast<std::size_t>(lp.layer)].linear(lp.which);
+      linears[i].int4 = quant::gptq_int4(w, s.rows, s.cols, plan.group, h.of(lp.layer, lp.which), opt);
+    }
+  }
+  return linears;
+}
+
 void apply_static_scales(quant::Plan& plan, const quant::ActStats& stats) {
   for (auto& l : plan.layers)
     if (l.act == ActFormat::int8_static) l.act_scale = quant::int8_scale(stats.amax(l.layer, l.which));
@@ -174,7 +211,17 @@ nlohmann::json measurements_json(const QuantizeResult& r, const std::string& cal
                       {"perplexity_err", r.perplexity_err},
                       {"rel_increase", r.rel_increase},
                       {"fp32_linear_weight_bytes", r.fp32_bytes},
-                      {"seconds", r.seconds}};
+                      {"seconds", r.seconds},
+                      {"calibration_passes", r.calibration_passes},
+                      {"method", quant::to_string(r.method)},
+                      {"search_scales", r.search_scales}};
+  if (!r.awq.empty()) {
+    nlohmann::json sites = nlohmann::json::array();
+    for (const auto& s : r.awq)
+      sites.push_back({{"layer", s.layer}, {"site", s.site}, {"ratio", s.ratio}, {"error_rtn", s.error_rtn},
+                       {"error_awq", s.error_awq}});
+    j["awq"] = sites;
+  }
   if (r.sensitivity) j["sensitivity"] = *r.sensitivity;
   return j;
 }
@@ -344,6 +391,7 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
   const auto t0 = clock::now();
   model::Model work = m;
   quant::ActStats stats = collect_stats(work, res.split.calibration, progress);
+  res.calibration_passes = 1;
   quant::Plan plan = quant::uniform_plan(m.config, opt.scheme, opt.group);
   plan.kv8 = opt.kv8;
   if (opt.scheme == quant::Scheme::w8a8_smooth) {
@@ -351,6 +399,23 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
     plan.smooth_alpha = opt.alpha;
   }
   apply_static_scales(plan, stats);
+  using quant::Method;
+  res.method = opt.method;
+  res.search_scales = opt.search_scales;
+  const bool int4 = opt.scheme == quant::Scheme::w4a8 || opt.scheme == quant::Scheme::w4a16;
+  if (opt.method != Method::rtn && !int4)
+    throw fpgallm::InputError("--method", std::string(quant::to_string(opt.method)) +
+                                              " chooses int4 codes: use it with --scheme w4a8 or w4a16");
+  if (opt.search_scales && !int4)
+    throw fpgallm::InputError("--search-scales", "searches int4 group scales: use it with --scheme w4a8 or w4a16");
+  if (opt.method == Method::awq || opt.method == Method::awq_gptq) {
+    const quant::Plan fp32 = quant::uniform_plan(m.config, quant::Scheme::fp32, opt.group);
+    const std::vector<quant::QuantLinear> none(fp32.layers.size());
+    const quant::Hessians h =
+        collect_hessians(work, fp32, none, res.split.calibration, HessianTransformer::kAllLayers, progress);
+    ++res.calibration_passes;
+    res.awq = quant::awq(work, h, opt.group);
+  }
   if (opt.scheme == quant::Scheme::mixed) {
     std::vector<Candidate> cands{{WeightFormat::int8, 32}, {WeightFormat::int4, 32}, {WeightFormat::int4, 128}};
     if (opt.group == 64) cands.push_back({WeightFormat::int4, 64});
@@ -359,6 +424,27 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
     plan = res.search->plan;
   }
   res.qm = quant::quantize_model(work, plan);
+  if (opt.method == Method::gptq || opt.method == Method::awq_gptq) {
+    quant::GptqOptions go;
+    go.act_order = opt.act_order;
+    go.search_scales = opt.search_scales;
+    res.qm.linears = quantize_gptq(work, plan, res.split.calibration, go, progress);
+    res.calibration_passes += m.config.n_layers + 1;  // one per block and the classifier
+  } else if (opt.search_scales) {
+    // The Hessians of the (smoothed) fp32 model weight each group's error.
+    const quant::Plan fp32 = quant::uniform_plan(m.config, quant::Scheme::fp32, opt.group);
+    const std::vector<quant::QuantLinear> none(fp32.layers.size());
+    const quant::Hessians h =
+        collect_hessians(work, fp32, none, res.split.calibration, HessianTransformer::kAllLayers, progress);
+    ++res.calibration_passes;
+    for (std::size_t i = 0; i < plan.layers.size(); ++i) {
+      const auto& lp = plan.layers[i];
+      if (lp.weight != WeightFormat::int4) continue;
+      const auto s = model::linear_shape(m.config, lp.which);
+      res.qm.linears[i].int4 = quant::quantize_int4_searched(weights_of(work, lp.layer, lp.which), s.rows, s.cols,
+                                                             plan.group, h.of(lp.layer, lp.which));
+    }
+  }
   res.qm.calibration_file = calib_source;
   res.qm.calibration_fnv1a = quant::fnv1a64(calib_text);
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();

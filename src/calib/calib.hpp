@@ -35,6 +35,18 @@ std::vector<std::vector<int>> first_tokens(const std::vector<std::vector<int>>& 
 
 quant::ActStats collect_stats(const model::Model& m, const std::vector<std::vector<int>>& sequences,
                               const ProgressFn& progress = {});
+// x x^T sums at the input sites of block `layer` (HessianTransformer::kAllLayers: every
+// site; -1: the classifier's) while `m` runs `plan` with `linears` (Plan::layers order).
+quant::Hessians collect_hessians(const model::Model& m, const quant::Plan& plan,
+                                 const std::vector<quant::QuantLinear>& linears,
+                                 const std::vector<std::vector<int>>& sequences, int layer, const ProgressFn& progress = {});
+// GPTQ of every int4 layer of `plan`, block by block: the Hessians of block l come from
+// the model with blocks < l already quantized (and run as the plan runs them); the
+// classifier last. The other layers are quantized as quantize_model does.
+std::vector<quant::QuantLinear> quantize_gptq(const model::Model& m, const quant::Plan& plan,
+                                              const std::vector<std::vector<int>>& sequences,
+                                              const quant::GptqOptions& opt, const ProgressFn& progress = {});
+
 // Sets act_scale = amax / 127 of every int8-static layer from the statistics.
 void apply_static_scales(quant::Plan& plan, const quant::ActStats& stats);
 
@@ -88,6 +100,11 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
 struct QuantizeOptions {
   quant::Scheme scheme = quant::Scheme::w8a8;
   int group = 32;
+  quant::Method method = quant::Method::rtn;  // other than rtn: w4a8 and w4a16 only
+  bool act_order = false;                     // gptq
+  // int4 group scales searched over clip ratios for the least Hessian-weighted error
+  // (quant::search_int4_scale) instead of max |w| / 7.
+  bool search_scales = false;
   float alpha = 0.5f;
   double budget = 0.01;  // relative
   bool kv8 = false;
@@ -108,7 +125,13 @@ struct QuantizeResult {
   std::uint64_t fp32_bytes = 0;
   std::optional<SensitivityTable> sensitivity;  // mixed only
   std::optional<SearchResult> search;           // mixed only
+  quant::Method method = quant::Method::rtn;
+  bool search_scales = false;
+  std::vector<quant::AwqSite> awq;              // awq: what each site chose
   double seconds = 0;                           // the quantization itself (without evaluation)
+  // Forward passes over the calibration half the quantization ran (statistics, Hessians,
+  // sensitivity excluded): a deterministic measure of its cost.
+  int calibration_passes = 0;
 };
 // The whole flow on a model: split, calibrate, (smooth), (sensitivity + search), quantize,
 // evaluate fp32 and the result on the held-out half.

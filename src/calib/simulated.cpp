@@ -59,6 +59,51 @@ void SimulatedTransformer::on_kv_stored(int, int, float* k, float* v) {
   }
 }
 
+HessianTransformer::HessianTransformer(const model::Model& base, const quant::Plan& plan,
+                                       const std::vector<quant::QuantLinear>& linears, int layer)
+    : SimulatedTransformer(base, plan, linears), layer_(layer), h_(quant::Hessians::empty(base.config)) {
+  const auto& c = base.config;
+  using model::Linear;
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (layer != kAllLayers && layer != l) continue;
+    for (Linear which : {Linear::wq, Linear::wo, Linear::w1, Linear::w2}) {
+      const auto n = static_cast<std::size_t>(model::linear_shape(c, which).cols);
+      h_.of(l, which).assign(n * n, 0.0);
+    }
+  }
+  if (layer == kAllLayers || layer == -1) h_.final_in.assign(static_cast<std::size_t>(c.dim) * c.dim, 0.0);
+}
+
+void HessianTransformer::linear(const engine::LinearCall& call) {
+  using model::Linear;
+  // One record per input site, as StatsTransformer; the classifier runs once per token.
+  if (call.which != Linear::wk && call.which != Linear::wv && call.which != Linear::w3 &&
+      (layer_ == kAllLayers || layer_ == call.layer)) {
+    auto& h = h_.of(call.layer, call.which);
+    const auto n = static_cast<std::size_t>(call.cols);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double xi = call.x[i];
+      double* row = h.data() + i * n;
+      for (std::size_t j = i; j < n; ++j) row[j] += xi * static_cast<double>(call.x[j]);
+    }
+  }
+  if (call.which == Linear::cls) ++h_.tokens;
+  SimulatedTransformer::linear(call);
+}
+
+quant::Hessians HessianTransformer::hessians() const {
+  quant::Hessians out = h_;
+  auto mirror = [](std::vector<double>& h) {
+    const auto n = static_cast<std::size_t>(std::llround(std::sqrt(static_cast<double>(h.size()))));
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < i; ++j) h[i * n + j] = h[j * n + i];
+  };
+  for (auto& sites : out.block)
+    for (auto& h : sites) mirror(h);
+  mirror(out.final_in);
+  return out;
+}
+
 StatsTransformer::StatsTransformer(const model::Model& m)
     : engine::Transformer(m), stats_(quant::ActStats::zeros(m.config)) {}
 

@@ -29,6 +29,24 @@ class SimulatedTransformer : public engine::Transformer {
   std::vector<std::int8_t> qx_;
 };
 
+// Runs a plan as SimulatedTransformer and sums x x^T (quant::Hessians) at the linear
+// input sites of block `layer` (-1: the classifier's input; kAllLayers: every site).
+class HessianTransformer : public SimulatedTransformer {
+ public:
+  static constexpr int kAllLayers = -2;
+  HessianTransformer(const model::Model& base, const quant::Plan& plan, const std::vector<quant::QuantLinear>& linears,
+                     int layer);
+  // The sums, symmetric, with tokens counted.
+  quant::Hessians hessians() const;
+
+ protected:
+  void linear(const engine::LinearCall& call) override;
+
+ private:
+  int layer_;
+  quant::Hessians h_;  // upper triangles while running
+};
+
 // Records the per-channel max |x| at each linear input site (quant::ActStats).
 class StatsTransformer : public engine::Transformer {
  public:

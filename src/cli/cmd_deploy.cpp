@@ -49,8 +49,10 @@ void run(DeployArgs& a) {
   const auto& p = s["predicted"];
   std::printf("deployed %s on %s into %s\n", s["model"]["config"]["name"].get<std::string>().c_str(),
               s["device"]["name"].get<std::string>().c_str(), r.out_dir.c_str());
-  std::printf("  quantization   %s, held-out perplexity %.4f (fp32 %.4f)%s\n",
-              s["quantization"]["chosen"].get<std::string>().c_str(), s["verify"]["accel_perplexity"].get<double>(),
+  std::string chosen = s["quantization"]["chosen"].get<std::string>();
+  if (chosen.rfind("w4", 0) == 0) chosen += " by " + s["quantization"]["chosen_method"].get<std::string>();
+  std::printf("  quantization   %s, held-out perplexity %.4f (fp32 %.4f)%s\n", chosen.c_str(),
+              s["verify"]["accel_perplexity"].get<double>(),
               s["quantization"]["fp32_perplexity"].get<double>(),
               s["quantization"]["budget_met"].get<bool>() ? "" : "  (budget NOT met)");
   std::printf("  design         %dx%d MACs at %.0f MHz, %s\n", s["design"]["matrix_unit"]["rows"].get<int>(),

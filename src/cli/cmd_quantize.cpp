@@ -17,11 +17,12 @@
 namespace {
 
 struct QuantizeArgs {
-  std::string model, tokenizer, calib, out, plan_json, sensitivity_json, scheme = "w8a8", budget = "1";
+  std::string model, tokenizer, calib, out, plan_json, sensitivity_json, scheme = "w8a8", budget = "1",
+              method = "rtn";
   int group = 32;
   std::size_t sensitivity_tokens = 1024;
   float alpha = 0.5f;
-  bool kv8 = false, json = false;
+  bool kv8 = false, json = false, act_order = false, search_scales = false;
 };
 
 class StageProgress {
@@ -56,6 +57,11 @@ void quantize(const QuantizeArgs& a) {
   calib::QuantizeOptions opt;
   opt.scheme = quant::scheme_from_string(a.scheme);
   opt.group = a.group;
+  opt.method = quant::method_from_string(a.method);
+  opt.act_order = a.act_order;
+  opt.search_scales = a.search_scales;
+  if (a.act_order && opt.method != quant::Method::gptq && opt.method != quant::Method::awq_gptq)
+    throw fpgallm::InputError("--act-order", "orders GPTQ's columns: use it with --method gptq or awq+gptq");
   opt.alpha = a.alpha;
   opt.budget = cli::parse_budget(a.budget);
   opt.kv8 = a.kv8;
@@ -92,6 +98,7 @@ void quantize(const QuantizeArgs& a) {
   if (a.json) {
     nlohmann::json j = {{"model", a.model}, {"scheme", a.scheme}, {"output", met ? a.out : ""}};
     j.update(calib::measurements_json(r, a.calib));
+    j["act_order"] = a.act_order;
     j["linear_weight_bytes"] = bytes;
     j["plan"] = plan_j;
     if (r.search)
@@ -116,8 +123,10 @@ void quantize(const QuantizeArgs& a) {
     std::printf("calibrated on %zu stories (%zu tokens); evaluated on the held-out %zu stories (%zu tokens)\n",
                 r.split.calibration_stories, r.split.calibration_tokens, r.split.held_out_stories,
                 r.split.held_out_tokens);
+    const std::string name = a.scheme + (r.method == quant::Method::rtn ? "" : std::string(" ") + quant::to_string(r.method)) +
+                             (a.act_order ? " act-order" : "") + (a.search_scales ? " search-scales" : "");
     std::printf("fp32 perplexity %.4f +/- %.4f, %s perplexity %.4f +/- %.4f (%s)\n", r.fp32_perplexity,
-                r.fp32_perplexity_err, a.scheme.c_str(), r.perplexity, r.perplexity_err, pct(r.rel_increase).c_str());
+                r.fp32_perplexity_err, name.c_str(), r.perplexity, r.perplexity_err, pct(r.rel_increase).c_str());
     std::printf("linear weights %llu bytes (fp32 %llu, %.2fx smaller), quantized in %.2f s\n",
                 static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(r.fp32_bytes),
                 static_cast<double>(r.fp32_bytes) / static_cast<double>(bytes), r.seconds);
@@ -137,6 +146,12 @@ void setup(CLI::App& root) {
   cmd->add_option("--calib", a->calib, "Text, one story per line: first half calibrates, second half is held out")->required();
   cmd->add_option("--scheme", a->scheme, "w8a8 | w8a8-static | w8a8-smooth | w4a16 | w4a8 | mixed");
   cmd->add_option("--group", a->group, "int4 group size")->check(CLI::IsMember({32, 64, 128}));
+  cmd->add_option("--method", a->method,
+                  "int4 codes: rtn (round to nearest) | awq | gptq | awq+gptq (docs/quantization.md section 11)");
+  cmd->add_flag("--act-order", a->act_order, "gptq: columns in order of decreasing Hessian diagonal");
+  cmd->add_flag("--search-scales", a->search_scales,
+                "int4: each group's scale from clip ratios 1 to 0.525 of max |w|, the least round-trip error "
+                "(Hessian-weighted with rtn and awq; docs/quantization.md section 11)");
   cmd->add_option("--alpha", a->alpha, "SmoothQuant migration strength")->check(cli::between(0.0, 1.0));
   cmd->add_option("--budget", a->budget, std::string("mixed: ") + cli::kBudgetHelp);
   cmd->add_option("--sensitivity-tokens", a->sensitivity_tokens,

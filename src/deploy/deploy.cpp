@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <optional>
+#include <ostream>
 
 #include "arch/program.hpp"
 #include "calib/calib.hpp"
@@ -38,16 +40,88 @@ const std::vector<std::string>& step_names() {
   return names;
 }
 
-namespace {
+const std::vector<SchemeChoice>& accel_schemes() {
+  using quant::Method;
+  using quant::Scheme;
+  // The schemes the accelerator's matrix unit implements, fewest weight bytes first.
+  static const std::vector<SchemeChoice> schemes = {
+#ifndef FPGALLM_HAVE_CODEGEN
+      {Scheme::w4a8, 32, {Method::rtn, Method::awq, Method::gptq}, true},
+#endif
+      {Scheme::w8a8, 32}, {Scheme::w8a8_smooth, 32}};
+  return schemes;
+}
 
-// The schemes the accelerator's matrix unit implements, fewest weight bytes first. The
-// deployment takes the first whose held-out perplexity meets the budget.
-struct SchemeChoice {
-  quant::Scheme scheme;
-  int group;
-};
-const SchemeChoice kAccelSchemes[] = {
-    {quant::Scheme::w4a8, 32}, {quant::Scheme::w8a8, 32}, {quant::Scheme::w8a8_smooth, 32}};
+const std::vector<SkippedScheme>& skipped_schemes() {
+  // A scheme the budget admits but emit cannot write is not tried, so that no budget fails in emit.
+  static const std::vector<SkippedScheme> skipped = {
+#ifdef FPGALLM_HAVE_CODEGEN
+      {"w4a8", "the emitted matrix unit multiplies int8 weights (int4 runs in the C simulation backend only)"},
+#endif
+  };
+  return skipped;
+}
+
+Quantized choose_quantization(const model::Model& m, const model::Tokenizer& tok, const std::string& text,
+                              const std::string& source, double budget, const std::vector<SchemeChoice>& schemes,
+                              const calib::ProgressFn& progress, std::ostream* log) {
+  Quantized out;
+  std::optional<calib::QuantizeResult> chosen, best_loss;
+  std::optional<engine::Perplexity> fp32_held_out;  // measured by the first, reused
+  for (const auto& s : schemes) {
+    const bool int4 = s.scheme == quant::Scheme::w4a8 || s.scheme == quant::Scheme::w4a16;
+    for (quant::Method method : s.methods) {
+      calib::QuantizeOptions qo;
+      qo.scheme = s.scheme;
+      qo.group = s.group;
+      qo.method = method;
+      qo.search_scales = s.search_scales && method != quant::Method::rtn;
+      qo.budget = budget;
+      qo.fp32_held_out = fp32_held_out;
+      const std::string name = std::string(quant::to_string(s.scheme)) +
+                               (int4 ? std::string(" ") + quant::to_string(method) : "") +
+                               (qo.search_scales ? " (searched scales)" : "");
+      calib::QuantizeResult r = calib::quantize(m, tok, text, source, qo, [&](const std::string& label, std::size_t d, std::size_t n) {
+        if (progress) progress(name + ": " + label, d, n);
+      });
+      if (!fp32_held_out) fp32_held_out = r.fp32_held_out;
+      const bool meets = r.rel_increase <= budget;
+      out.seconds.push_back(r.seconds);
+      if (log)
+        *log << fmt::format("  {}: held-out perplexity {:.4f} (fp32 {:.4f}, {:+.3f}%), {} weight bytes, {:.2f} s\n", name,
+                            r.perplexity, r.fp32_perplexity, 100 * r.rel_increase, r.qm.linear_weight_bytes(), r.seconds);
+      out.rows.push_back({{"scheme", quant::to_string(s.scheme)},
+                          {"group", int4 ? s.group : 0},
+                          {"method", quant::to_string(method)},
+                          {"search_scales", qo.search_scales},
+                          {"perplexity", r.perplexity},
+                          {"perplexity_err", r.perplexity_err},
+                          {"rel_increase", r.rel_increase},
+                          {"weight_bytes", r.qm.linear_weight_bytes()},
+                          {"calibration_passes", r.calibration_passes},
+                          {"meets_budget", meets},
+                          {"deployed", false}});
+      const bool better_loss = !best_loss || r.rel_increase < best_loss->rel_increase;
+      if (meets) {
+        chosen = std::move(r);
+        out.rows.back()["deployed"] = true;
+        break;  // later methods cost more time, later schemes more bytes
+      }
+      if (better_loss) best_loss = std::move(r);
+    }
+    if (chosen) break;
+  }
+  out.budget_met = chosen.has_value();
+  if (!chosen) {
+    for (auto& row : out.rows)
+      row["deployed"] = row["scheme"] == quant::to_string(best_loss->qm.plan.scheme) &&
+                        row["method"] == quant::to_string(best_loss->method);
+  }
+  out.chosen = chosen ? std::move(*chosen) : std::move(*best_loss);
+  return out;
+}
+
+namespace {
 
 arch::PrecisionFn precision_fn(const quant::Plan& plan) {
   return [plan](int layer, model::Linear which) {
@@ -55,6 +129,12 @@ arch::PrecisionFn precision_fn(const quant::Plan& plan) {
     return arch::LinearPrecision{dse::weight_bits(l.weight), l.weight == quant::WeightFormat::int4 ? plan.group : 0,
                                  l.act == quant::ActFormat::int8_static};
   };
+}
+
+json skipped_json() {
+  json j = json::array();
+  for (const auto& s : skipped_schemes()) j.push_back({{"scheme", s.scheme}, {"reason", s.reason}});
+  return j;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -113,44 +193,9 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
 
   // 2. quantize: the smallest accelerator scheme that meets the budget.
   begin("quantize");
-  json quant_rows = json::array();
-  std::optional<calib::QuantizeResult> chosen;
-  std::optional<calib::QuantizeResult> best_loss;
-  std::optional<engine::Perplexity> fp32_held_out;  // measured by the first scheme, reused
-  for (const auto& s : kAccelSchemes) {
-#ifdef FPGALLM_HAVE_CODEGEN
-    // The emitted matrix unit multiplies int8 weights (codegen refuses int4): a scheme the
-    // budget admits but emit cannot write is not tried, so that no budget fails in emit.
-    if (s.scheme == quant::Scheme::w4a8) continue;
-#endif
-    calib::QuantizeOptions qo;
-    qo.scheme = s.scheme;
-    qo.group = s.group;
-    qo.budget = o.budget;
-    qo.fp32_held_out = fp32_held_out;
-    const std::string scheme = quant::to_string(s.scheme);
-    calib::QuantizeResult r = calib::quantize(m, tok, text, o.text, qo, [&](const std::string& label, std::size_t d, std::size_t n) {
-      progress(scheme + ": " + label, d, n);
-    });
-    if (!fp32_held_out) fp32_held_out = r.fp32_held_out;
-    const bool meets = r.rel_increase <= o.budget;
-    log << fmt::format("  {}: held-out perplexity {:.4f} (fp32 {:.4f}, {:+.3f}%), {} weight bytes\n",
-                       quant::to_string(s.scheme), r.perplexity, r.fp32_perplexity, 100 * r.rel_increase,
-                       r.qm.linear_weight_bytes());
-    quant_rows.push_back({{"scheme", quant::to_string(s.scheme)},
-                          {"group", s.scheme == quant::Scheme::w4a8 ? s.group : 0},
-                          {"perplexity", r.perplexity},
-                          {"perplexity_err", r.perplexity_err},
-                          {"rel_increase", r.rel_increase},
-                          {"weight_bytes", r.qm.linear_weight_bytes()},
-                          {"meets_budget", meets}});
-    const bool better_loss = !best_loss || r.rel_increase < best_loss->rel_increase;
-    if (meets && !chosen) chosen = r;
-    if (better_loss) best_loss = std::move(r);
-    if (chosen) break;  // later schemes only add bytes
-  }
-  const bool budget_met = chosen.has_value();
-  calib::QuantizeResult& q = chosen ? *chosen : *best_loss;
+  Quantized quantized = choose_quantization(m, tok, text, o.text, o.budget, accel_schemes(), progress, &log);
+  const bool budget_met = quantized.budget_met;
+  calib::QuantizeResult& q = quantized.chosen;
   quant::save_gguf(q.qm, dir + "/model.q.gguf", &tok);  // with the vocabulary, so llama.cpp runs it too
   fpgallm::write_file_atomic(dir + "/plan.json", json(q.qm.plan).dump(2) + "\n");
 
@@ -274,9 +319,11 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
       {"quantization", {{"budget", o.budget},
                         {"budget_met", budget_met},
                         {"chosen", quant::to_string(q.qm.plan.scheme)},
+                        {"chosen_method", quant::to_string(q.method)},
                         {"fp32_perplexity", q.fp32_perplexity},
                         {"fp32_weight_bytes", q.fp32_bytes},
-                        {"candidates", quant_rows}}},
+                        {"candidates", quantized.rows},
+                        {"skipped", skipped_json()}}},
       {"design", design_json},
       {"design_rank", {{"candidates_fitting", explored.ranked.size()},
                        {"skipped_not_in_c_simulation", skipped},

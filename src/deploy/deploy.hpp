@@ -5,10 +5,13 @@
 // artifact goes to a temporary folder that is renamed to the output folder only when all
 // steps succeeded, so a failure never leaves a half-written deployment.
 #include <functional>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "calib/calib.hpp"
 
 namespace deploy {
 
@@ -33,6 +36,38 @@ struct Result {
   nlohmann::json summary;   // also written as summary.json
   std::vector<StepTime> steps;
 };
+
+// A scheme deploy may take: int4 ones are tried with each method in `methods`, in order;
+// search_scales (calib::QuantizeOptions) for every method but rtn.
+struct SchemeChoice {
+  quant::Scheme scheme;
+  int group;
+  std::vector<quant::Method> methods = {quant::Method::rtn};
+  bool search_scales = false;
+};
+// The schemes this build's deploy tries, fewest weight bytes first; 4-bit by RTN, then AWQ
+// and GPTQ with searched scales (in order of cost). With the code generator built, 4-bit
+// weights are not among them (emit writes int8 weights only); `skipped` says so.
+const std::vector<SchemeChoice>& accel_schemes();
+struct SkippedScheme {
+  std::string scheme, reason;
+};
+const std::vector<SkippedScheme>& skipped_schemes();
+
+struct Quantized {
+  calib::QuantizeResult chosen;  // the first within budget, else the one of least loss
+  bool budget_met = false;
+  // Every (scheme, method) tried, in order: scheme, group, method, search_scales, perplexity, its
+  // uncertainty, rel_increase, weight_bytes, calibration_passes (the quantization's cost),
+  // meets_budget, deployed. Deterministic, as the deployment's files are.
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> seconds;  // wall time of each row's quantization (deploy.log)
+};
+// The quantize step: each (scheme, method) in order, scored on the held-out half of
+// `text`, until one meets `budget`.
+Quantized choose_quantization(const model::Model& m, const model::Tokenizer& tok, const std::string& text,
+                              const std::string& source, double budget, const std::vector<SchemeChoice>& schemes,
+                              const calib::ProgressFn& progress = {}, std::ostream* log = nullptr);
 
 // The step names in order, for progress displays.
 const std::vector<std::string>& step_names();

@@ -194,23 +194,30 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
   h += "<h2>Quantization</h2>\n";
   h += fmt::format("<p>Calibrated on {} stories of <code>{}</code>, measured on the other {} ({} tokens). "
                    "Budget: held-out perplexity at most {:.2f}% above fp32 ({:.4f}). Schemes the accelerator's matrix "
-                   "unit implements, tried in order of weight bytes; the first within budget is deployed. "
+                   "unit implements, tried in order of weight bytes, 4-bit weights by each method in order of cost "
+                   "(round to nearest, then AWQ and GPTQ with searched group scales); the first within budget is deployed. "
                    "<span class=\"{}\">{}</span></p>\n",
                    s["text"]["calibration_stories"].get<int>(), esc(str(s["text"]["file"])),
                    s["text"]["held_out_stories"].get<int>(), s["text"]["held_out_tokens"].get<int>(),
                    100 * q["budget"].get<double>(), q["fp32_perplexity"].get<double>(),
                    q["budget_met"].get<bool>() ? "ok" : "bad",
                    q["budget_met"].get<bool>() ? "Budget met." : "No scheme met the budget: the one with the smallest loss is deployed.");
-  h += "<table>\n" + row({"scheme", "held-out perplexity", "vs fp32", "linear weight bytes", "within budget", "deployed"}, true);
-  h += row({"fp32", fmt::format("{:.4f}", q["fp32_perplexity"].get<double>()), "", report::bytes(q["fp32_weight_bytes"].get<double>()), "", ""});
+  h += "<table>\n" + row({"scheme", "method", "held-out perplexity", "vs fp32", "linear weight bytes",
+                           "quantize cost (passes over the calibration half; seconds in deploy.log)", "within budget",
+                           "deployed"}, true);
+  h += row({"fp32", "", fmt::format("{:.4f}", q["fp32_perplexity"].get<double>()), "", report::bytes(q["fp32_weight_bytes"].get<double>()), "", "", ""});
   for (const auto& r : q["candidates"]) {
     std::string name = str(r["scheme"]);
     if (r["group"].get<int>() > 0) name += fmt::format(" (g{})", r["group"].get<int>());
-    h += row({esc(name), fmt::format("{:.4f} &plusmn; {:.4f}", r["perplexity"].get<double>(), r["perplexity_err"].get<double>()),
+    h += row({esc(name), esc(str(r["method"])) + (r["search_scales"].get<bool>() ? ", searched scales" : ""),
+              fmt::format("{:.4f} &plusmn; {:.4f}", r["perplexity"].get<double>(), r["perplexity_err"].get<double>()),
               fmt::format("{:+.3f}%", 100 * r["rel_increase"].get<double>()), report::bytes(r["weight_bytes"].get<double>()),
-              r["meets_budget"].get<bool>() ? "yes" : "no", str(r["scheme"]) == str(q["chosen"]) ? "&#10003;" : ""});
+              fmt::format("{}", r["calibration_passes"].get<int>()), r["meets_budget"].get<bool>() ? "yes" : "no",
+              r["deployed"].get<bool>() ? "&#10003;" : ""});
   }
   h += "</table>\n";
+  for (const auto& sk : q["skipped"])
+    h += fmt::format("<p>Not tried: {}, {}.</p>\n", esc(str(sk["scheme"])), esc(str(sk["reason"])));
 
   h += "<h2>Chosen design</h2>\n<table>\n";
   h += row({"style", esc(str(d["style"]))});

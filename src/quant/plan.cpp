@@ -30,6 +30,22 @@ Scheme scheme_from_string(const std::string& s) {
   throw fpgallm::InputError("--scheme", "unknown scheme '" + s + "' (fp32, w8a8, w8a8-static, w8a8-smooth, w4a16, w4a8, mixed)");
 }
 
+const char* to_string(Method m) {
+  switch (m) {
+    case Method::rtn: return "rtn";
+    case Method::awq: return "awq";
+    case Method::gptq: return "gptq";
+    case Method::awq_gptq: return "awq+gptq";
+  }
+  return "?";
+}
+
+Method method_from_string(const std::string& s) {
+  for (Method m : {Method::rtn, Method::awq, Method::gptq, Method::awq_gptq})
+    if (s == to_string(m)) return m;
+  throw fpgallm::InputError("--method", "unknown method '" + s + "' (rtn, awq, gptq, awq+gptq)");
+}
+
 std::size_t Plan::index(int n_layers, int layer, model::Linear which) {
   if (which == model::Linear::cls) return static_cast<std::size_t>(n_layers) * 7;
   return static_cast<std::size_t>(layer) * 7 + static_cast<std::size_t>(which);

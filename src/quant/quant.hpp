@@ -63,6 +63,7 @@ struct Int4Matrix {
   int groups() const { return (cols + group - 1) / group; }
   int row_bytes() const { return (cols + 31) / 32 * 16; }
   int code(int r, int c) const;  // -7..7
+  void set_code(int r, int c, int q);  // q in -7..7
 };
 
 // Throws std::invalid_argument on a non-finite weight or a bad group size.
@@ -70,6 +71,36 @@ Int8Matrix quantize_int8(std::span<const float> w, int rows, int cols);
 Int4Matrix quantize_int4(std::span<const float> w, int rows, int cols, int group);
 void dequantize(const Int8Matrix& m, std::span<float> out);
 void dequantize(const Int4Matrix& m, std::span<float> out);
+
+// The fp16 scale of one int4 group of n weights w, searched over clip ratios 1, 0.975, ...,
+// 0.525 of max |w| (AWQ's clip grid): the one minimizing e^T H e, with H the group's
+// [n][n] block of the layer's Hessian (row stride ld), or e^T e when h is null; e the
+// round-trip error w - code * scale. Ties keep the larger ratio (ratio 1 is RTN's scale).
+std::uint16_t search_int4_scale(const double* w, int n, const double* h, std::size_t ld);
+// quantize_int4 with each group's scale from search_int4_scale; h is the layer's Hessian
+// [cols][cols] or empty (unweighted error).
+Int4Matrix quantize_int4_searched(std::span<const float> w, int rows, int cols, int group, std::span<const double> h);
+
+// How int4 codes are chosen (docs/quantization.md section 11): round to nearest (rtn); AWQ
+// (Lin et al., MLSys'24) per-input-channel scales folded into the preceding norm or linear,
+// then rtn; GPTQ (Frantar et al., ICLR'23) second-order error compensation; AWQ then GPTQ.
+enum class Method { rtn, awq, gptq, awq_gptq };
+const char* to_string(Method m);  // "rtn", "awq", "gptq", "awq+gptq"
+// Throws fpgallm::InputError("--method", ...) for an unknown name.
+Method method_from_string(const std::string& s);
+
+struct GptqOptions {
+  double damp = 0.01;      // added to H's diagonal: damp * mean(diag H)
+  bool act_order = false;  // columns in order of decreasing diag H
+  bool search_scales = false;  // group scales by search_int4_scale (unweighted) instead of max |w| / 7
+};
+// GPTQ of one layer w [rows][cols] with h = sum over the calibration inputs of x x^T
+// ([cols][cols], symmetric), into the layout of quantize_int4. A group's scales are fixed
+// when the sweep first reaches one of its columns, from the error-updated weights (as the
+// reference code with its block size equal to the group). Throws std::invalid_argument on
+// a bad shape, a Hessian of the wrong size, or one not positive definite after dampening.
+Int4Matrix gptq_int4(std::span<const float> w, int rows, int cols, int group, std::span<const double> h,
+                     const GptqOptions& opt = {});
 std::vector<std::uint16_t> to_f16(std::span<const float> w);
 
 // ---- activations and the integer products (section 3-4) ----
@@ -143,6 +174,34 @@ struct ActStats {
 // preceding norm weights by s_j, in place; rescales `stats` (attn_in, ffn_in) to the
 // smoothed activations. The classifier is not touched.
 void smooth(model::Model& m, ActStats& stats, float alpha);
+
+// Sums of x x^T (double, [cols][cols] row-major) at each linear input site over the
+// calibration tokens; a site not recorded is empty.
+struct Hessians {
+  enum Site { attn_in, attn_out, ffn_in, ffn_hidden };  // wq/wk/wv, wo, w1/w3, w2
+  std::vector<std::vector<std::vector<double>>> block;  // [layer][Site]
+  std::vector<double> final_in;                         // the classifier's input
+  std::size_t tokens = 0;
+
+  static Hessians empty(const model::Config& c);
+  static Site site_of(model::Linear which);
+  std::vector<double>& of(int layer, model::Linear which);
+  const std::vector<double>& of(int layer, model::Linear which) const;
+};
+
+// What AWQ chose at one site: the exponent of s_j = a_j^ratio (a_j the RMS input of
+// channel j) and the Hessian-weighted output error of its linears before and after.
+struct AwqSite {
+  int layer;
+  std::string site;  // "attn_in" (wq,wk,wv), "v->o", "ffn_in" (w1,w3), "up->down" (w3 rows, w2 columns)
+  double ratio, error_rtn, error_awq;
+};
+// AWQ (Lin et al.): per block, per-input-channel scales searched on a grid of ratios to
+// minimize sum_r e_r^T H e_r (e the int4 round-trip error of a scaled row, in the
+// original coordinates), folded into attn_norm / ffn_norm, into wv rows for wo (per
+// key/value head, shared by the query heads that read it) and into w3 rows for w2.
+// `h` from the fp32 model; m changed in place. The classifier is not touched.
+std::vector<AwqSite> awq(model::Model& m, const Hessians& h, int group);
 
 // ---- the quantized model ----
 

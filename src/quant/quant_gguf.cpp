@@ -21,6 +21,7 @@ namespace gg = model::gguf;
 namespace {
 
 constexpr std::uint32_t kFileVersion = 2;
+const std::string kInt4ScalesKey = "fpgallm.quant.int4_scales.";  // + tensor name
 constexpr int kBlock = 32;  // elements of a Q8_0 / Q4_0 block
 
 template <typename T>
@@ -94,8 +95,14 @@ void add_linear(gg::Writer& w, const std::string& name, const QuantLinear& q) {
     case gg::GgmlType::f16: w.add_tensor(name, type, dims, as_bytes(q.f16)); return;
     case gg::GgmlType::q8_0: w.add_tensor(name, type, dims, q8_0_blocks(q.int8)); return;
     case gg::GgmlType::q4_0: w.add_tensor(name, type, dims, q4_0_blocks(q.int4)); return;
-    default: w.add_tensor(name, gg::GgmlType::f32, dims, as_bytes(q.dequantized())); return;
+    default: break;
   }
+  const std::vector<float> values = q.dequantized();
+  // int4 groups whose largest code is not +-7 (GPTQ, searched scales) cannot be recovered
+  // from the values by quantizing them again: their scales go beside them.
+  if (q.format == WeightFormat::int4 && quantize_int4(values, q.rows, q.cols, q.int4.group).scale != q.int4.scale)
+    w.set(kInt4ScalesKey + name, gg::Value::u32s(std::vector<std::uint32_t>(q.int4.scale.begin(), q.int4.scale.end())));
+  w.add_tensor(name, gg::GgmlType::f32, dims, as_bytes(values));
 }
 
 // The type most of the linear weights (by element count) are stored as.
@@ -307,6 +314,33 @@ QuantLinear read_linear(const gg::Reader& r, const std::string& name, WeightForm
   std::vector<float> w = from_bytes<float>(bytes);
   if (f == WeightFormat::f32) {
     q.f32 = std::move(w);
+    return q;
+  }
+  if (f == WeightFormat::int4 && r.find(kInt4ScalesKey + name)) {
+    // The codes are value / scale, exactly (float(q) * scale is exact in fp32).
+    const auto scales = r.get_ints(kInt4ScalesKey + name);
+    Int4Matrix& m = q.int4;
+    m.rows = rows;
+    m.cols = cols;
+    m.group = group;
+    if (scales.size() != static_cast<std::size_t>(rows) * m.groups())
+      r.fail(kInt4ScalesKey + name + " has " + std::to_string(scales.size()) + " scales; the layer has " +
+             std::to_string(rows * m.groups()) + " groups");
+    m.packed.assign(static_cast<std::size_t>(rows) * m.row_bytes(), 0x88);
+    m.scale.resize(scales.size());
+    for (int row = 0; row < rows; ++row)
+      for (int c = 0; c < cols; ++c) {
+        const auto k = static_cast<std::size_t>(row) * m.groups() + static_cast<std::size_t>(c / group);
+        if (scales[k] < 0 || scales[k] > 0xFFFF) r.fail(kInt4ScalesKey + name + " holds a value that is not fp16 bits");
+        m.scale[k] = static_cast<std::uint16_t>(scales[k]);
+        const float sc = model::gguf::fp16_to_float(m.scale[k]);
+        const float v = w[static_cast<std::size_t>(row) * cols + c];
+        const float code = sc == 0.0f ? 0.0f : v / sc;
+        if (!(std::fabs(code) <= static_cast<float>(kInt4Max)) || code != std::nearbyint(code) ||
+            static_cast<float>(static_cast<int>(code)) * sc != v)
+          r.fail("tensor " + name + " does not hold int4 codes times the scales of " + kInt4ScalesKey + name);
+        m.set_code(row, c, static_cast<int>(code));
+      }
     return q;
   }
   // An int8/int4 layer whose rows are not whole blocks holds float(q) * scale in F32:

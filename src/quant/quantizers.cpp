@@ -126,6 +126,13 @@ int Int4Matrix::code(int r, int c) const {
   return nibble - 8;
 }
 
+void Int4Matrix::set_code(int r, int c, int q) {
+  const auto nibble = static_cast<std::uint8_t>(q + 8);
+  std::uint8_t& byte = packed[static_cast<std::size_t>(r) * row_bytes() + (c / 32) * 16 + (c % 32) % 16];
+  byte = (c % 32) < 16 ? static_cast<std::uint8_t>((byte & 0xF0) | nibble)
+                       : static_cast<std::uint8_t>((byte & 0x0F) | (nibble << 4));
+}
+
 Int4Matrix quantize_int4(std::span<const float> w, int rows, int cols, int group) {
   check_matrix(w, rows, cols);
   if (group != 32 && group != 64 && group != 128) throw std::invalid_argument("int4 group must be 32, 64 or 128");
@@ -138,20 +145,59 @@ Int4Matrix quantize_int4(std::span<const float> w, int rows, int cols, int group
   m.scale.resize(static_cast<std::size_t>(rows) * G);
   for (int r = 0; r < rows; ++r) {
     const float* row = w.data() + static_cast<std::size_t>(r) * cols;
-    std::uint8_t* out = m.packed.data() + static_cast<std::size_t>(r) * rb;
     for (int k = 0; k < G; ++k) {
       const int c0 = k * group, c1 = std::min(cols, c0 + group);
       const std::uint16_t s16 = int4_scale_f16(max_abs({row + c0, static_cast<std::size_t>(c1 - c0)}));
       m.scale[static_cast<std::size_t>(r) * G + k] = s16;
       const float s = model::gguf::fp16_to_float(s16);
-      for (int c = c0; c < c1; ++c) {
-        const auto nibble = static_cast<std::uint8_t>(quantize_value(row[c], s, kInt4Max) + 8);
-        std::uint8_t& byte = out[(c / 32) * 16 + (c % 32) % 16];
-        byte = (c % 32) < 16 ? static_cast<std::uint8_t>((byte & 0xF0) | nibble)
-                             : static_cast<std::uint8_t>((byte & 0x0F) | (nibble << 4));
-      }
+      for (int c = c0; c < c1; ++c) m.set_code(r, c, quantize_value(row[c], s, kInt4Max));
     }
   }
+  return m;
+}
+
+std::uint16_t search_int4_scale(const double* w, int n, const double* h, std::size_t ld) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(static_cast<float>(w[i])));
+  constexpr int kGrid = 20;
+  constexpr float kStep = 0.025f;  // down to 1 - 19 * 0.025 = 0.525 of max |w|
+  std::uint16_t best = int4_scale_f16(amax);
+  double best_err = -1.0;
+  std::vector<double> e(static_cast<std::size_t>(n));
+  for (int k = 0; k < kGrid; ++k) {
+    const std::uint16_t s16 = int4_scale_f16(amax * (1.0f - kStep * static_cast<float>(k)));
+    const float s = model::gguf::fp16_to_float(s16);
+    for (int i = 0; i < n; ++i)
+      e[i] = w[i] - static_cast<double>(quantize_value(static_cast<float>(w[i]), s, kInt4Max)) * static_cast<double>(s);
+    double err = 0.0;
+    for (int i = 0; i < n; ++i) {
+      if (!h) {
+        err += e[i] * e[i];
+        continue;
+      }
+      double hi = 0.0;
+      for (int j = 0; j < n; ++j) hi += h[static_cast<std::size_t>(i) * ld + j] * e[j];
+      err += e[i] * hi;
+    }
+    if (best_err < 0.0 || err < best_err) best_err = err, best = s16;
+  }
+  return best;
+}
+
+Int4Matrix quantize_int4_searched(std::span<const float> w, int rows, int cols, int group, std::span<const double> h) {
+  Int4Matrix m = quantize_int4(w, rows, cols, group);
+  const auto N = static_cast<std::size_t>(cols);
+  if (!h.empty() && h.size() != N * N) throw std::invalid_argument("scale search: the Hessian does not match the layer");
+  std::vector<double> g(static_cast<std::size_t>(group));
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < m.groups(); ++k) {
+      const int c0 = k * group, c1 = std::min(cols, c0 + group);
+      for (int c = c0; c < c1; ++c) g[c - c0] = w[static_cast<std::size_t>(r) * N + c];
+      const std::uint16_t s16 = search_int4_scale(g.data(), c1 - c0, h.empty() ? nullptr : h.data() + c0 * N + c0, N);
+      m.scale[static_cast<std::size_t>(r) * m.groups() + k] = s16;
+      const float s = model::gguf::fp16_to_float(s16);
+      for (int c = c0; c < c1; ++c) m.set_code(r, c, quantize_value(w[static_cast<std::size_t>(r) * N + c], s, kInt4Max));
+    }
   return m;
 }
 

@@ -120,6 +120,15 @@ TEST(Deploy, WritesEveryArtifactDeterministicallyAndTheReportRenders) {
   // (docs/accelerator.md states the bound: the vector unit's table exp and lane sums).
   EXPECT_LT(std::abs(v["accel_vs_simulated_rel"].get<double>()), 0.01);
   EXPECT_TRUE(summary["resources"]["fits"].get<bool>());
+  // This build emits HLS (hls/Makefile above): int8 weights only, so w4a8 is not tried and
+  // the summary says so; every row tried names its method.
+  const auto& quant = summary["quantization"];
+  ASSERT_EQ(quant["skipped"].size(), 1u);
+  EXPECT_EQ(quant["skipped"][0]["scheme"], "w4a8");
+  for (const auto& row : quant["candidates"]) {
+    EXPECT_NE(row["scheme"], "w4a8");
+    EXPECT_EQ(row["method"], "rtn");
+  }
   // Which resource figures a synthesis mapping checked (docs/rtl.md), in the summary and the
   // report: the deployed design builds the HLS matrix unit, so every unit is model-only
   // (the Yosys check is of the RTL unit, matrix_unit.impl = rtl).
