@@ -86,7 +86,9 @@ TEST(SimLowering, DecodeMovesEveryByteOnceAndCountsMacCycles) {
   EXPECT_EQ(unit(r, "HBM2 kv").bytes, 12 * (2 * 300 * 768 + 2 * 768));
   // blk.0.w1: 2048 x 768 = 32 x 12 = 384 steps = 128 groups of 3.
   for (const auto& op : r.ops)
-    if (op.name == "blk.0.w1") EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), 128 * 8 + kDepth);
+    if (op.name == "blk.0.w1") {
+      EXPECT_DOUBLE_EQ(op_busy(op, "matrix_unit"), 128 * 8 + kDepth);
+    }
   EXPECT_EQ(r.tokens, 1);
   // The critical resource of a matmul is whichever of the weight stream, the fetch and
   // the matrix unit has the most cycles in it. Weight port: 24 channels x 14.375 GB/s /
@@ -212,10 +214,11 @@ TEST(SimLowering, SplitsMoveTheExecutorsCommunication) {
     const auto r = sim::simulate(preset("stories260k"), small, dev, o);
     int sends = 0;
     for (const auto& op : r.ops)
-      if (op.kind == "send")
+      if (op.kind == "send") {
         ++sends;
-      else if (op.layer >= 0)
+      } else if (op.layer >= 0) {
         EXPECT_EQ(op.card, op.layer < 2 ? 0 : 1) << op.name;
+      }
     EXPECT_EQ(sends, 2);  // x from card 0 to 1 before layer 2, the logits back to card 0
   }
   // Prefill of 16 tokens (one program): sixteen times the per-token volume.

@@ -407,7 +407,9 @@ class UnitLoops : public ::testing::TestWithParam<Case> {
       return arch::LinearPrecision{d.matrix_unit.weight_bits, d.matrix_unit.weight_bits == 4 ? 32 : 0, k.static_act};
     });
     for (const arch::Instruction& in : p.instructions)
-      if (in.op == arch::Op::quantize) EXPECT_EQ(in.static_scale, k.static_act) << in.name;
+      if (in.op == arch::Op::quantize) {
+        EXPECT_EQ(in.static_scale, k.static_act) << in.name;
+      }
     Machine<I, BITS> m(k.config);
     std::vector<arch::Op> ran;
     std::string table = fmt::format("{:<14} {:<28} {:<24} {:>10} {:>10}  {}\n", "op", "design", "kernel loop",

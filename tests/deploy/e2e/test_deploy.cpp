@@ -134,7 +134,9 @@ TEST(Deploy, WritesEveryArtifactDeterministicallyAndTheReportRenders) {
   // (the Yosys check is of the RTL unit, matrix_unit.impl = rtl).
   for (const auto& part : summary["resources"]["parts"]) {
     const std::string name = part["name"].get<std::string>(), checked = part["checked"].get<std::string>();
-    if (name == "matrix unit" || name == "vector unit" || name == "controller") EXPECT_EQ(checked, "") << name;
+    if (name == "matrix unit" || name == "vector unit" || name == "controller") {
+      EXPECT_EQ(checked, "") << name;
+    }
   }
   {
     const std::string page = read_bytes(dir + "/a/report.html");
