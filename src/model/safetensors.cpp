@@ -299,7 +299,7 @@ std::string hf_config_json(const Config& c, const std::string& dtype, SpecialIds
                               {"head_dim", c.head_dim()},
                               {"tie_word_embeddings", c.shared_classifier},
                               {"hidden_act", "silu"},
-                              {"attention_bias", c.qkv_bias},
+                              {"attention_bias", false},
                               {"attention_dropout", 0.0},
                               {"mlp_bias", false},
                               {"pretraining_tp", 1},
@@ -309,6 +309,9 @@ std::string hf_config_json(const Config& c, const std::string& dtype, SpecialIds
                               {"eos_token_id", id_or_null(ids.eos)},
                               {"torch_dtype", torch_dtype}};
   if (c.head_size) j["head_dim"] = c.head_size;
+  // Qwen2's q/k/v biases are its architecture's (its config.json has no attention_bias);
+  // Llama's attention_bias would put biases on every projection, o_proj included.
+  if (c.arch == Arch::qwen2) j.erase("attention_bias");
   if (c.rope_scaling.factor != 0)
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", shortest(c.rope_scaling.factor)},

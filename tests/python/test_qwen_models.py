@@ -349,7 +349,9 @@ def test_safetensors_config_from_a_gguf_carries_its_ids_and_biases(tmp_path, tra
     subprocess.run([fpgallm_binary(), "convert", str(gguf), "--to", "safetensors", "-o", str(out_dir)],
                    capture_output=True, text=True, check=True)
     written = json.loads((out_dir / "config.json").read_text())
-    assert written["attention_bias"] is True
+    assert "attention_bias" not in written  # as Qwen2's own config.json: its q/k/v biases are the architecture's
     assert written["eos_token_id"] == cfg["eos_token_id"]
+    assert json.loads(subprocess.run([fpgallm_binary(), "info", str(out_dir), "--json"], capture_output=True, text=True,
+                                     check=True).stdout)["qkv_bias"] is True
     for key in ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size"):
         assert written[key] == cfg[key], key
