@@ -1,6 +1,6 @@
 // The int4 methods of `quantize` on stories260K: AWQ's folding keeps the fp32 model's
-// function, the Hessians count the calibration tokens, and deploy's quantize step tries
-// RTN, AWQ, GPTQ in order and takes the first within budget.
+// function, the Hessians count the calibration tokens, and deploy's quantize step stops at
+// the first scheme within budget (deploy/test_quantize_step.cpp: the order of methods).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,45 +80,6 @@ TEST(Awq, FoldingKeepsTheFp32ModelsLogitsAndNeverRaisesTheLayerError) {
   }
   // fp32 rounding of the scaled weights only: logits are O(10).
   EXPECT_LT(worst, 1e-3);
-}
-
-TEST(Deploy, QuantizeStepTakesTheFirstMethodWithinBudget) {
-  Stories260K s;
-  const std::string text = first_stories(4);
-  // As deploy tries 4-bit weights (deploy::accel_schemes without the code generator).
-  const std::vector<deploy::SchemeChoice> w4 = {
-      {quant::Scheme::w4a8, 32, {quant::Method::rtn, quant::Method::awq, quant::Method::gptq}, true}};
-  // No budget met: every method tried, the least loss deployed.
-  const deploy::Quantized all = deploy::choose_quantization(s.m, s.tok, text, "sample", -1.0, w4);
-  ASSERT_EQ(all.rows.size(), 3u);
-  EXPECT_FALSE(all.budget_met);
-  double rel[3];
-  for (int i = 0; i < 3; ++i) {
-    rel[i] = all.rows[i]["rel_increase"].get<double>();
-    EXPECT_GT(all.seconds[static_cast<std::size_t>(i)], 0.0);
-    EXPECT_GT(all.rows[i]["weight_bytes"].get<double>(), 0.0);
-  }
-  EXPECT_EQ(all.rows[0]["method"], "rtn");
-  EXPECT_EQ(all.rows[1]["method"], "awq");
-  EXPECT_EQ(all.rows[2]["method"], "gptq");
-  EXPECT_EQ(all.rows[0]["search_scales"], false);
-  EXPECT_EQ(all.rows[1]["search_scales"], true);
-  EXPECT_EQ(all.rows[2]["search_scales"], true);
-  EXPECT_EQ(all.rows[0]["calibration_passes"], 1);
-  EXPECT_EQ(all.rows[1]["calibration_passes"], 3);  // statistics, AWQ's Hessians, the folded model's
-  EXPECT_EQ(all.rows[2]["calibration_passes"], 1 + s.m.config.n_layers + 1);
-  std::printf("w4a8 g32 held-out: rtn %+.3f%%, awq %+.3f%%, gptq %+.3f%%\n", 100 * rel[0], 100 * rel[1], 100 * rel[2]);
-  // A budget between GPTQ's increase and the better of RTN's and AWQ's: only GPTQ meets it.
-  ASSERT_LT(rel[2], std::min(rel[0], rel[1]));
-  const double budget = (rel[2] + std::min(rel[0], rel[1])) / 2;
-  const deploy::Quantized q = deploy::choose_quantization(s.m, s.tok, text, "sample", budget, w4);
-  EXPECT_TRUE(q.budget_met);
-  ASSERT_EQ(q.rows.size(), 3u);
-  EXPECT_EQ(q.chosen.method, quant::Method::gptq);
-  EXPECT_FALSE(q.rows[0]["deployed"].get<bool>());
-  EXPECT_FALSE(q.rows[1]["deployed"].get<bool>());
-  EXPECT_TRUE(q.rows[2]["deployed"].get<bool>());
-  EXPECT_DOUBLE_EQ(q.rows[2]["rel_increase"].get<double>(), rel[2]);
 }
 
 TEST(Deploy, QuantizeStepStopsAtTheFirstSchemeWithinBudget) {
