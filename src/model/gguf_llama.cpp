@@ -276,8 +276,8 @@ void put_bpe_tokenizer_metadata(gguf::Writer& w, const BpeTokenizer& t, int n_vo
   using gguf::Value;
   const std::string pre = t.gguf_pre();
   if (pre.empty())
-    throw fpgallm::InputError(path, "the vocabulary's pre-tokenizer regexes are none that GGUF names (tokenizer.ggml.pre "
-                                    "qwen2, llama-bpe or gpt-2)");
+    throw fpgallm::InputError(t.source(), "its pre-tokenizer regexes are none that GGUF names (tokenizer.ggml.pre qwen2, "
+                                          "llama-bpe or gpt-2), so " + path + " cannot carry it");
   std::vector<std::string> tokens;
   std::vector<std::int32_t> types;
   for (int id = 0; id < n_vocab; ++id) {

@@ -32,8 +32,8 @@ void put_llama_metadata(gguf::Writer& w, const Config& c);
 void put_tokenizer_metadata(gguf::Writer& w, const Tokenizer& t);
 // tokenizer.ggml.model = "gpt2" as convert_hf_to_gguf.py writes it: the tokens padded to
 // n_vocab with "[PAD<i>]" (type unused), token types (special tokens control), pre, merges,
-// bos/eos/padding ids, add_bos_token and the chat template. Throws InputError naming `path`
-// for a pre-tokenizer that has no tokenizer.ggml.pre name.
+// bos/eos/padding ids, add_bos_token and the chat template. Throws InputError naming the
+// vocabulary's file (and `path`, the output) for a pre-tokenizer without a tokenizer.ggml.pre name.
 void put_bpe_tokenizer_metadata(gguf::Writer& w, const BpeTokenizer& t, int n_vocab, const std::string& path);
 
 // The model's shape from the metadata; the vocabulary size comes from token_embd.weight.

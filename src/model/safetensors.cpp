@@ -612,13 +612,18 @@ void save_safetensors_dir(const Model& m, const std::string& dir_name, const Tok
   if (!c.shared_classifier) tensors.push_back({"lm_head.weight", matrix(linear_shape(c, Linear::cls)), m.weights.classifier});
 
   st::SpecialIds ids;
-  if (m.bpe_tokenizer) ids = {m.bpe_tokenizer->bos(), m.bpe_tokenizer->eos()};
+  if (m.bpe_tokenizer) ids = {m.bpe_tokenizer->named_bos(), m.bpe_tokenizer->eos()};
   // A Hugging Face source folder: its config.json with every key, and its tokenizer files.
   const bool hf_source = m.source_format == Format::safetensors && fs::is_directory(m.source_path);
   std::string config = st::hf_config_json(c, dtype, ids);
   if (hf_source) {
     const std::string source = (fs::path(m.source_path) / "config.json").string();
-    auto j = nlohmann::ordered_json::parse(fpgallm::read_regular_file(source));
+    nlohmann::ordered_json j;
+    try {
+      j = nlohmann::ordered_json::parse(fpgallm::read_regular_file(source));
+    } catch (const nlohmann::json::exception& e) {  // it parsed when the model was read: changed since
+      throw fpgallm::InputError(source, std::string("is no longer valid JSON (") + e.what() + ")");
+    }
     j["torch_dtype"] = nlohmann::ordered_json::parse(config)["torch_dtype"];
     config = j.dump(2) + "\n";
   }

@@ -174,3 +174,20 @@ def test_quantize_calibrates_with_the_models_own_vocabulary(name, tmp_path, trai
     ev = subprocess.run([fpgallm_binary(), "eval", str(folder), "--text", SAMPLE_TEXT, "--quant", str(q), "--json"],
                         capture_output=True, text=True, check=True)
     assert json.loads(ev.stdout)["tokens"] == expected_tokens
+
+
+def test_a_vocabulary_gguf_cannot_name_is_one_line(tmp_path, trained_vocab):
+    """A tokenizer.json whose pre-tokenizer regex is none of GGUF's tokenizer.ggml.pre names
+    cannot be carried: one line naming the tokenizer and the output, exit 2, no file."""
+    vocab, merges = trained_vocab
+    _, _, folder = qwen_folder("qwen2", tmp_path, vocab, merges)
+    tj = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{L}+|\\s+|."
+    custom = tmp_path / "custom.json"
+    custom.write_text(json.dumps(tj), encoding="utf-8")
+    out = tmp_path / "x.gguf"
+    r = subprocess.run([fpgallm_binary(), "synth", "--preset", "stories260k", "-z", str(custom), "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert str(custom) in r.stderr and str(out) in r.stderr and "internal error" not in r.stderr
+    assert not out.exists()
