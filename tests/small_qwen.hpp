@@ -5,6 +5,7 @@
 // eps 1e-6, untied classifier (with random weights a tied one makes every greedy token the
 // previous one, and attention over equal values does not depend on q or k).
 #include "model/config.hpp"
+#include "model/model.hpp"
 
 namespace testing_support {
 
@@ -26,6 +27,16 @@ inline model::Config small_qwen_config(model::Arch arch) {
   c.qk_norm = arch == model::Arch::qwen3;
   if (arch == model::Arch::qwen3) c.head_size = 32;
   return c;
+}
+
+// Qwen3's per-head q/k norm gains set to distinct values per element and block (synthesize
+// makes them 1), so that a gain read at the wrong place shows.
+inline void distinct_head_norm_gains(model::Model& m) {
+  for (std::size_t l = 0; l < m.weights.layers.size(); ++l)
+    for (std::size_t i = 0; i < m.weights.layers[l].q_norm.size(); ++i) {
+      m.weights.layers[l].q_norm[i] = 0.5f + 0.03f * float(i) + 0.1f * float(l);
+      m.weights.layers[l].k_norm[i] = 1.5f - 0.02f * float(i) - 0.1f * float(l);
+    }
 }
 
 }  // namespace testing_support

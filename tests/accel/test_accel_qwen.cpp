@@ -30,11 +30,7 @@ const model::Model& qwen(model::Arch arch) {
   static const model::Model q2 = model::synthesize(testing_support::small_qwen_config(model::Arch::qwen2), 11);
   static const model::Model q3 = [] {
     model::Model m = model::synthesize(testing_support::small_qwen_config(model::Arch::qwen3), 12);
-    for (std::size_t l = 0; l < m.weights.layers.size(); ++l)
-      for (std::size_t i = 0; i < m.weights.layers[l].q_norm.size(); ++i) {
-        m.weights.layers[l].q_norm[i] = 0.5f + 0.03f * float(i) + 0.1f * float(l);
-        m.weights.layers[l].k_norm[i] = 1.5f - 0.02f * float(i) - 0.1f * float(l);
-      }
+    testing_support::distinct_head_norm_gains(m);
     return m;
   }();
   return arch == model::Arch::qwen2 ? q2 : q3;
