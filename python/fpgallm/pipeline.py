@@ -9,7 +9,9 @@ accelerator works on batch i.
   result`` runs on one accelerator thread, batch after batch. The compute calls of
   fpgallm._core release the GIL, so preparation (Python or C++) really overlaps them.
 * The staged batches wait in a bounded queue of ``queue_depth``: when the accelerator falls
-  behind, preparation blocks (back-pressure) instead of filling memory.
+  behind, preparation blocks (back-pressure) instead of filling memory. No batch more than
+  ``queue_depth + prep_threads`` past the one the accelerator waits for is taken from the
+  input, so one stalled host thread does not let the others run ahead either.
 * The accelerator computes the batches in input order (a batch prepared early by another
   host thread waits its turn), each exactly once; results come back in input order.
 * An exception in ``prepare`` (or in the input iterable) at batch i: the batches before i
@@ -105,7 +107,15 @@ class HostPipeline:
             try:
                 while not stop.is_set():
                     input_error = None
-                    with lock:
+                    with window_open:
+                        # at most `window` batches past the one the accelerator waits for are
+                        # taken, so a host thread that stalls on its batch cannot let the others
+                        # prepare (and the accelerator hold) the whole input
+                        while (not stop.is_set() and fetched[0] < limit[0]
+                               and fetched[0] >= expected_now[0] + window):
+                            window_open.wait(_POLL_S)
+                        if stop.is_set():
+                            break
                         try:
                             index, raw = next(source)
                         except StopIteration:
@@ -132,7 +142,10 @@ class HostPipeline:
             except BaseException as exc:  # a bug here must not leave the accelerator waiting
                 fail(-1, "host thread", exc, hard=True)
 
-        fetched = [0]  # batches taken from the input so far
+        fetched = [0]       # batches taken from the input so far
+        expected_now = [0]  # the batch the accelerator computes next
+        window = self.queue_depth + self.prep_threads
+        window_open = threading.Condition(lock)
 
         def accelerator() -> None:
             ended, expected = 0, 0
@@ -154,6 +167,9 @@ class HostPipeline:
                         stats.batches += 1
                         stats.wall_s = time.perf_counter() - start
                         expected += 1
+                        with window_open:
+                            expected_now[0] = expected
+                            window_open.notify_all()
                         continue
                     if ended == self.prep_threads:
                         break

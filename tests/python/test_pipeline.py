@@ -82,6 +82,22 @@ def test_back_pressure_bounds_the_staged_batches():
     assert r.max_outstanding <= 3 + 2 + 1
 
 
+def test_a_stalled_host_thread_does_not_let_the_others_run_ahead():
+    # The batch the accelerator needs next is stuck in one host thread; the others must not
+    # prepare the rest of the input meanwhile (CI once saw all 100 prepared this way).
+    r = Recorder()
+
+    def prepare(i):
+        if i == 3:
+            time.sleep(0.3)
+        return r.prepare(i)
+
+    results, _ = run_with_watchdog(
+        lambda: HostPipeline(prepare, r.compute, prep_threads=3, queue_depth=2).run(range(100)))
+    assert results == [i * 10 for i in range(100)]
+    assert r.max_outstanding <= 2 + 3
+
+
 @pytest.mark.parametrize("prep_threads", [1, 3])
 @pytest.mark.parametrize("stage", ["compute", "prepare"])
 def test_a_failing_batch_stops_the_pipeline_with_its_error(stage, prep_threads):
