@@ -50,6 +50,44 @@ void SimulatedTransformer::linear(const engine::LinearCall& call) {
   engine::matvec(w, x_round_.data(), call.y, call.rows, call.cols);
 }
 
+void SimulatedTransformer::linear_rows(const engine::LinearRows& call) {
+  const std::size_t i = quant::Plan::index(config().n_layers, call.layer, call.which);
+  const auto& lp = plan_.layers[i];
+  const int n = call.n, cols = call.cols;
+  const auto elements = static_cast<std::size_t>(n) * cols;
+  if (x_round_.size() < elements) x_round_.resize(elements);
+  if (lp.act == ActFormat::int8_dynamic || lp.act == ActFormat::int8_static) {
+    if (qx_.size() < elements) qx_.resize(elements);
+    s_x_.resize(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const std::span<const float> x(call.x + static_cast<std::size_t>(r) * call.ldx, static_cast<std::size_t>(cols));
+      const std::span<std::int8_t> q(qx_.data() + static_cast<std::size_t>(r) * cols, static_cast<std::size_t>(cols));
+      if (lp.act == ActFormat::int8_dynamic) {
+        s_x_[r] = quant::quantize_activation_dynamic(x, q);
+      } else {
+        quant::quantize_activation_static(x, lp.act_scale, q);
+        s_x_[r] = lp.act_scale;
+      }
+    }
+    if (lp.weight == WeightFormat::int8)
+      return quant::linear_w8a8_rows(linears_[i].int8, qx_.data(), s_x_.data(), n, call.y, call.ldy);
+    if (lp.weight == WeightFormat::int4)
+      return quant::linear_w4a8_rows(linears_[i].int4, qx_.data(), s_x_.data(), n, call.y, call.ldy);
+    for (std::size_t e = 0; e < elements; ++e) x_round_[e] = static_cast<float>(qx_[e]) * s_x_[e / cols];
+  } else {
+    for (int r = 0; r < n; ++r) {
+      const float* x = call.x + static_cast<std::size_t>(r) * call.ldx;
+      float* out = x_round_.data() + static_cast<std::size_t>(r) * cols;
+      if (lp.act == ActFormat::f16)
+        for (int c = 0; c < cols; ++c) out[c] = model::gguf::fp16_to_float(model::gguf::float_to_fp16(x[c]));
+      else
+        std::copy(x, x + cols, out);
+    }
+  }
+  const float* w = lp.weight == WeightFormat::f32 ? weight_of(call.layer, call.which) : float_weights_[i].data();
+  engine::matvec_rows(x_round_.data(), cols, n, w, call.rows, cols, call.y, call.ldy);
+}
+
 void SimulatedTransformer::on_kv_stored(int, int, float* k, float* v) {
   if (!plan_.kv8) return;
   const int hs = config().head_dim();
@@ -74,21 +112,30 @@ HessianTransformer::HessianTransformer(const model::Model& base, const quant::Pl
   if (layer == kAllLayers || layer == -1) h_.final_in.assign(static_cast<std::size_t>(c.dim) * c.dim, 0.0);
 }
 
-void HessianTransformer::linear(const engine::LinearCall& call) {
+void HessianTransformer::add(int layer, model::Linear which, const float* x, int cols) {
   using model::Linear;
   // One record per input site, as StatsTransformer; the classifier runs once per token.
-  if (call.which != Linear::wk && call.which != Linear::wv && call.which != Linear::w3 &&
-      (layer_ == kAllLayers || layer_ == call.layer)) {
-    auto& h = h_.of(call.layer, call.which);
-    const auto n = static_cast<std::size_t>(call.cols);
-    for (std::size_t i = 0; i < n; ++i) {
-      const double xi = call.x[i];
-      double* row = h.data() + i * n;
-      for (std::size_t j = i; j < n; ++j) row[j] += xi * static_cast<double>(call.x[j]);
-    }
+  if (which == Linear::wk || which == Linear::wv || which == Linear::w3 || (layer_ != kAllLayers && layer_ != layer)) return;
+  auto& h = h_.of(layer, which);
+  const auto n = static_cast<std::size_t>(cols);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double xi = x[i];
+    double* row = h.data() + i * n;
+    for (std::size_t j = i; j < n; ++j) row[j] += xi * static_cast<double>(x[j]);
   }
-  if (call.which == Linear::cls) ++h_.tokens;
+}
+
+void HessianTransformer::linear(const engine::LinearCall& call) {
+  add(call.layer, call.which, call.x, call.cols);
+  if (call.which == model::Linear::cls) ++h_.tokens;
   SimulatedTransformer::linear(call);
+}
+
+// Rows in order: the sums take the tokens in the per-token pass's order.
+void HessianTransformer::linear_rows(const engine::LinearRows& call) {
+  for (int r = 0; r < call.n; ++r) add(call.layer, call.which, call.x + static_cast<std::size_t>(r) * call.ldx, call.cols);
+  if (call.which == model::Linear::cls) h_.tokens += static_cast<std::size_t>(call.n);
+  SimulatedTransformer::linear_rows(call);
 }
 
 quant::Hessians HessianTransformer::hessians() const {
@@ -107,14 +154,22 @@ quant::Hessians HessianTransformer::hessians() const {
 StatsTransformer::StatsTransformer(const model::Model& m)
     : engine::Transformer(m), stats_(quant::ActStats::zeros(m.config)) {}
 
-void StatsTransformer::linear(const engine::LinearCall& call) {
+void StatsTransformer::record(int layer, model::Linear which, const float* x, int cols) {
   using model::Linear;
   // One record per input site: wq for the attention input, w1 for the ffn input.
-  if (call.which != Linear::wk && call.which != Linear::wv && call.which != Linear::w3) {
-    auto& m = const_cast<std::vector<float>&>(stats_.channel_max(call.layer, call.which));
-    for (int c = 0; c < call.cols; ++c) m[static_cast<std::size_t>(c)] = std::max(m[static_cast<std::size_t>(c)], std::fabs(call.x[c]));
-  }
+  if (which == Linear::wk || which == Linear::wv || which == Linear::w3) return;
+  auto& m = const_cast<std::vector<float>&>(stats_.channel_max(layer, which));
+  for (int c = 0; c < cols; ++c) m[static_cast<std::size_t>(c)] = std::max(m[static_cast<std::size_t>(c)], std::fabs(x[c]));
+}
+
+void StatsTransformer::linear(const engine::LinearCall& call) {
+  record(call.layer, call.which, call.x, call.cols);
   engine::Transformer::linear(call);
+}
+
+void StatsTransformer::linear_rows(const engine::LinearRows& call) {
+  for (int r = 0; r < call.n; ++r) record(call.layer, call.which, call.x + static_cast<std::size_t>(r) * call.ldx, call.cols);
+  engine::Transformer::linear_rows(call);
 }
 
 }  // namespace calib

@@ -2,7 +2,10 @@
 // The fp32 engine running a quantization plan: integer weights with int8 activations go
 // through quant::linear_w8a8 / linear_w4a8 (the bit-exact integer reference of the
 // kernels), weight-only layers multiply dequantized weights by fp16-rounded inputs, and
-// the int8 KV cache is applied by quantize-dequantize after each store.
+// the int8 KV cache is applied by quantize-dequantize after each store. Each runs batched
+// (forward_block, so perplexity, calibration, Hessians and evaluation) with the per-token
+// pass's bits: integer products by quant::linear_w8a8_rows / linear_w4a8_rows, float
+// products by engine::matvec_rows, attention row by row.
 #include <vector>
 
 #include "engine/transformer.hpp"
@@ -16,16 +19,19 @@ class SimulatedTransformer : public engine::Transformer {
   // `linears` holds the quantized layers in Plan::layers order (entries of f32 layers are
   // ignored and may be empty). All three must outlive the transformer.
   SimulatedTransformer(const model::Model& base, const quant::Plan& plan, const std::vector<quant::QuantLinear>& linears);
+  bool supports_block() const override { return true; }
+  bool block_keeps_token_bits() const override { return true; }
 
  protected:
   void linear(const engine::LinearCall& call) override;
+  void linear_rows(const engine::LinearRows& call) override;
   void on_kv_stored(int layer, int pos, float* k, float* v) override;
 
  private:
   const quant::Plan& plan_;
   const std::vector<quant::QuantLinear>& linears_;
   std::vector<std::vector<float>> float_weights_;  // dequantized, for float-path layers
-  std::vector<float> x_round_;
+  std::vector<float> x_round_, s_x_;
   std::vector<std::int8_t> qx_;
 };
 
@@ -41,8 +47,10 @@ class HessianTransformer : public SimulatedTransformer {
 
  protected:
   void linear(const engine::LinearCall& call) override;
+  void linear_rows(const engine::LinearRows& call) override;
 
  private:
+  void add(int layer, model::Linear which, const float* x, int cols);
   int layer_;
   quant::Hessians h_;  // upper triangles while running
 };
@@ -53,11 +61,14 @@ class StatsTransformer : public engine::Transformer {
   explicit StatsTransformer(const model::Model& m);
   const quant::ActStats& stats() const { return stats_; }
   void count_token() { ++stats_.tokens; }
+  bool supports_block() const override { return true; }
 
  protected:
   void linear(const engine::LinearCall& call) override;
+  void linear_rows(const engine::LinearRows& call) override;
 
  private:
+  void record(int layer, model::Linear which, const float* x, int cols);
   quant::ActStats stats_;
 };
 

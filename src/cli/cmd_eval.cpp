@@ -24,7 +24,7 @@ void eval(const EvalArgs& a) {
   const std::string qfile = self_quantized ? a.model : a.quant;
   if (a.backend == "accel") return cli::eval_accel(m, model::tokenizer_for(m, a.tokenizer), a.text, qfile, a.design, a.json);
   if (!a.design.empty()) throw fpgallm::InputError("--design", "a design is run by --backend accel");
-  if (!a.quant.empty()) return cli::eval_quantized(m, encode, a.text, a.quant, a.json);
+  if (!a.quant.empty()) return cli::eval_quantized(m, encode, a.text, a.quant, a.json, !a.no_batch);
   if (!a.schemes.empty()) return cli::eval_schemes(m, encode, a.text, a.schemes, a.group, a.json);
   const std::string text = engine::read_text_file(a.text);
   auto sequences = engine::tokenize_stories(encode, engine::split_stories(text));
@@ -67,8 +67,8 @@ void setup(CLI::App& root) {
                                            "calibrated on the first half of --text, on its held-out half")
       ->excludes("--quant");
   cmd->add_option("--group", a->group, "int4 group size for --schemes")->check(CLI::IsMember({32, 64, 128}));
-  cmd->add_flag("--no-batch", a->no_batch, "Run the fp32 reference one token at a time (matrix-vector) instead of in "
-                                          "blocks of positions (matrix-matrix), to compare the two");
+  cmd->add_flag("--no-batch", a->no_batch, "Run the fp32 reference (and with --quant the quantized one) one token at a time "
+                                          "instead of in blocks of positions, to compare the two");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { eval(*a); });
 }

@@ -186,7 +186,7 @@ std::unique_ptr<LoadedQuant> load_quant(const model::Model& m, const std::string
 }
 
 void eval_quantized(const model::Model& m, const model::StoryEncoder& tok, const std::string& text_file,
-                    const std::string& qfile, bool json) {
+                    const std::string& qfile, bool json, bool batched) {
   auto q = load_quant(m, qfile);
   const std::string text = engine::read_text_file(text_file);
   const bool calibration_text = q->qm.calibration_fnv1a != 0 && quant::fnv1a64(text) == q->qm.calibration_fnv1a;
@@ -199,6 +199,8 @@ void eval_quantized(const model::Model& m, const model::StoryEncoder& tok, const
     seqs = engine::tokenize_stories(tok, engine::split_stories(text));
   }
   engine::Transformer ref(m);
+  ref.set_batched(batched);
+  q->transformer->set_batched(batched);
   cli::Progress p32("eval: fp32 tokens", json);
   const auto f = engine::perplexity(ref, seqs, [&](std::size_t d, std::size_t n) { p32.update(d, n); });
   p32.finish();

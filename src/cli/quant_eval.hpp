@@ -23,8 +23,9 @@ std::unique_ptr<LoadedQuant> load_quant(const model::Model& m, const std::string
 
 // eval MODEL --text FILE --quant QFILE: perplexity of the quantized model; when FILE is
 // the model's calibration text, only its held-out half.
+// batched false: both passes one token at a time (eval --no-batch).
 void eval_quantized(const model::Model& m, const model::StoryEncoder& tok, const std::string& text_file,
-                    const std::string& qfile, bool json);
+                    const std::string& qfile, bool json, bool batched = true);
 // eval MODEL --text FILE --schemes a,b,...: each scheme quantized with FILE's first half
 // and evaluated on its held-out half, side by side.
 void eval_schemes(const model::Model& m, const model::StoryEncoder& tok, const std::string& text_file,

@@ -67,6 +67,21 @@ void matvec(const float* w, const float* x, float* y, int rows, int cols) {
   for (int i = 4 * quads; i < rows; ++i) y[i] = dot(w + static_cast<std::size_t>(i) * stride, x, cols);
 }
 
+void matvec_rows(const float* x, int ldx, int n, const float* w, int rows, int cols, float* y, int ldy) {
+  const int quads = rows / 4;
+  const auto stride = static_cast<std::size_t>(cols);
+#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * cols * n >= kParallelWork)
+  for (int b = 0; b < quads + 1; ++b)
+    for (int i = 0; i < n; ++i) {
+      const float* xi = x + static_cast<std::size_t>(i) * ldx;
+      float* yi = y + static_cast<std::size_t>(i) * ldy;
+      if (b < quads)
+        dot4(w + 4 * b * stride, stride, xi, cols, yi + 4 * b);
+      else
+        for (int r = 4 * quads; r < rows; ++r) yi[r] = dot(w + static_cast<std::size_t>(r) * stride, xi, cols);
+    }
+}
+
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) {
   float ss = 0.0f;
   for (int j = 0; j < n; ++j) ss += x[j] * x[j];

@@ -26,6 +26,21 @@ struct LinearCall {
   int pos;              // position of the token being processed
 };
 
+// The same products for n positions at once: y[i] = W x[i], rows of x ldx floats apart and
+// of y ldy apart (x [n][cols], y [n][rows]); pos0 is the first row's position.
+struct LinearRows {
+  int layer;            // block index; -1 for the classifier
+  model::Linear which;
+  const float* x;
+  int ldx;
+  float* y;
+  int ldy;
+  int n;
+  int rows;
+  int cols;
+  int pos0;
+};
+
 class Transformer {
  public:
   // Keeps a reference to `m`, which must outlive the Transformer.
@@ -44,17 +59,23 @@ class Transformer {
   // matrix-matrix (OpenBLAS) and the logits equal n forward() calls within fp32 reordering;
   // elsewhere it makes those n forward() calls.
   const float* forward_block(std::span<const int> tokens, int pos0, bool last_only = false);
-  // Whether forward_block() runs as matrix-matrix products: for the plain fp32 reference
-  // (this class itself, unless set_batched(false)). The batched pass calls neither linear()
-  // nor on_kv_stored(), so a subclass keeps the per-token pass unless it overrides this.
+  // Whether forward_block() runs batched: the plain fp32 reference (this class itself), and
+  // a subclass that says so by overriding this (unless set_batched(false)). The batched pass
+  // calls linear_rows() instead of linear() and on_kv_stored() for each row, so a subclass
+  // that overrides linear() keeps the per-token pass unless it overrides linear_rows() too.
   virtual bool supports_block() const;
   bool block_batched() const { return batched_ && supports_block(); }
+  // Whether the batched pass keeps forward()'s bits: attention row by row as forward() runs
+  // it instead of two GEMMs per head, for a subclass whose linear_rows() gives linear()'s
+  // bits (simulated quantization, where a last-bit difference can move an int8 code).
+  virtual bool block_keeps_token_bits() const { return false; }
   // false forces the per-token pass (eval --no-batch, for comparison).
   void set_batched(bool on) { batched_ = on; }
 
   // One position of each of several sequences, transformers[i] (each its own KV cache, all
   // of the same model) running tokens[i] at positions[i], as matrix-matrix products where
-  // every one is block_batched() (else one forward() each). Logits of sequence i are
+  // every one is a plain fp32 reference with block_batched() (else one forward() each).
+  // Logits of sequence i are
   // transformers[i]'s, as forward() returns them, valid until its next call. Equal to a
   // forward() of each within fp32 reordering. A transformer appears at most once.
   static void forward_batch(std::span<Transformer* const> transformers, std::span<const int> tokens,
@@ -67,6 +88,9 @@ class Transformer {
   // The matrix products; the reference multiplies by the model's fp32 weights. Simulated
   // quantization and the calibration pass override this.
   virtual void linear(const LinearCall& call);
+  // The batched pass's products (forward_block): the reference multiplies by the fp32
+  // weights in one GEMM (matmul_rows).
+  virtual void linear_rows(const LinearRows& call);
   // Called after key and value of `layer` at `pos` are written to the cache (kv_dim each);
   // a KV-cache quantizer rounds them in place.
   virtual void on_kv_stored(int layer, int pos, float* k, float* v);
@@ -87,6 +111,13 @@ class Transformer {
 // y[rows] = W[rows][cols] x[cols] in fp32, rows split over threads; each row's sum is
 // formed in a fixed order (independent of the thread count).
 void matvec(const float* w, const float* x, float* y, int rows, int cols);
+// matvec() of n inputs (rows ldx apart) into y (rows ldy apart), each output with matvec()'s
+// bits; each group of four weight rows is read once for all n inputs.
+void matvec_rows(const float* x, int ldx, int n, const float* w, int rows, int cols, float* y, int ldy);
+// y[i][rows] (rows ldy apart) = W[rows][cols] x[i] (rows ldx apart) for i < n: one GEMM
+// (OpenBLAS), on one thread for the matrices matvec keeps on one; one row is matvec itself
+// (the same bits).
+void matmul_rows(const float* x, int ldx, int n, const float* w, int rows, int cols, float* y, int ldy);
 
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
 void softmax(float* x, int n);

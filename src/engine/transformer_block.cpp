@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <typeinfo>
 
@@ -24,22 +25,21 @@
 
 namespace engine {
 
-namespace {
-
-// c[m][rows] = a[m][cols] (rows lda apart) times w[rows][cols] transposed. Split over
-// threads for the weight matrices the per-token pass splits (matvec), on one thread else:
-// OpenBLAS runs one thread where this thread's OpenMP thread count is 1.
-void matmul(const float* a, int lda, int m, const float* w, int rows, int cols, float* c, int ldc) {
-  if (m == 1 && lda == cols) {
-    matvec(w, a, c, rows, cols);  // one row: the per-token pass's own product, same bits
+// Split over threads for the weight matrices the per-token pass splits (matvec), on one
+// thread else: OpenBLAS runs one thread where this thread's OpenMP thread count is 1.
+void matmul_rows(const float* x, int ldx, int n, const float* w, int rows, int cols, float* y, int ldy) {
+  if (n == 1) {
+    matvec(w, x, y, rows, cols);  // one row: the per-token pass's own product, same bits
     return;
   }
   const int threads = omp_get_max_threads();
   const bool serial = static_cast<long>(rows) * cols < kParallelWork;
   if (serial) omp_set_num_threads(1);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, cols, 1.0f, a, lda, w, cols, 0.0f, c, ldc);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, x, ldx, w, cols, 0.0f, y, ldy);
   if (serial) omp_set_num_threads(threads);
 }
+
+namespace {
 
 // rope() of q (q_heads heads) and k (k_heads) at pos, with each pair's frequency freq[j]
 // computed as rope() computes it: the same bits, cos and sin taken once for all heads.
@@ -61,7 +61,10 @@ void rope_heads(float* q, int q_heads, float* k, int k_heads, int hs, int pos, c
 // The rows of one batched pass: row r runs token[r] at pos[r] against the KV cache whose
 // layer-0 keys and values start at keys[r], values[r] ([layer][seq_len][kv_dim]).
 // `block`: every row is of one sequence at consecutive positions pos[0].. (one cache), and
-// attention is two GEMMs per head; otherwise it is the per-token pass's, row by row.
+// attention is two GEMMs per head; otherwise it is the per-token pass's, row by row (each
+// row's keys, its own position's among them, are in the cache before any row attends).
+// `linear` runs every product; `kv_stored`, when set, is called with row i's key and value
+// in the cache of `layer` once they are written (as the per-token pass calls on_kv_stored).
 struct Rows {
   int n;
   const int* token;
@@ -69,6 +72,8 @@ struct Rows {
   float* const* keys;
   float* const* values;
   bool block;
+  const std::function<void(const LinearRows&)>& linear;
+  const std::function<void(int layer, int row, float* k, float* v)>& kv_stored;
 };
 
 // The activations of a pass, kept from one call to the next by each thread: fresh buffers
@@ -86,6 +91,7 @@ float* sized(std::vector<float>& v, std::size_t n) {
 // Runs the blocks and the final norm; returns x [n][dim], normalized, for the classifier
 // (valid until this thread's next call).
 const float* run_layers(const model::Model& m, const Rows& r) {
+  using model::Linear;
   const auto& c = m.config;
   const auto& w = m.weights;
   const int n = r.n, dim = c.dim, hs = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
@@ -119,9 +125,9 @@ const float* run_layers(const model::Model& m, const Rows& r) {
     const auto& lw = w.layers[static_cast<std::size_t>(l)];
     for (int i = 0; i < n; ++i)
       rmsnorm(xb + std::size_t(i) * dim, x + std::size_t(i) * dim, lw.attn_norm.data(), dim, c.norm_eps);
-    matmul(xb, dim, n, lw.wq.data(), q_dim, dim, q, q_dim);
-    matmul(xb, dim, n, lw.wk.data(), kv_dim, dim, kb, kv_dim);
-    matmul(xb, dim, n, lw.wv.data(), kv_dim, dim, vb, kv_dim);
+    r.linear({l, Linear::wq, xb, dim, q, q_dim, n, q_dim, dim, r.pos[0]});
+    r.linear({l, Linear::wk, xb, dim, kb, kv_dim, n, kv_dim, dim, r.pos[0]});
+    r.linear({l, Linear::wv, xb, dim, vb, kv_dim, n, kv_dim, dim, r.pos[0]});
     for (int i = 0; i < n; ++i) {
       float* qi = q + std::size_t(i) * q_dim;
       float* k = kb + std::size_t(i) * kv_dim;
@@ -139,6 +145,7 @@ const float* run_layers(const model::Model& m, const Rows& r) {
       const std::size_t off = l * layer_stride + static_cast<std::size_t>(r.pos[i]) * kv_dim;
       std::memcpy(r.keys[i] + off, k, kv_dim * sizeof(float));
       std::memcpy(r.values[i] + off, v, kv_dim * sizeof(float));
+      if (r.kv_stored) r.kv_stored(l, i, r.keys[i] + off, r.values[i] + off);
     }
 
     if (r.block) {
@@ -179,14 +186,14 @@ const float* run_layers(const model::Model& m, const Rows& r) {
         }
     }
 
-    matmul(xb, q_dim, n, lw.wo.data(), dim, q_dim, xb2, dim);
+    r.linear({l, Linear::wo, xb, q_dim, xb2, dim, n, dim, q_dim, r.pos[0]});
     for (std::size_t j = 0; j < rows(dim); ++j) x[j] += xb2[j];
     for (int i = 0; i < n; ++i)
       rmsnorm(xb + std::size_t(i) * dim, x + std::size_t(i) * dim, lw.ffn_norm.data(), dim, c.norm_eps);
-    matmul(xb, dim, n, lw.w1.data(), hidden, dim, hb, hidden);
-    matmul(xb, dim, n, lw.w3.data(), hidden, dim, hb2, hidden);
+    r.linear({l, Linear::w1, xb, dim, hb, hidden, n, hidden, dim, r.pos[0]});
+    r.linear({l, Linear::w3, xb, dim, hb2, hidden, n, hidden, dim, r.pos[0]});
     swiglu(hb, hb2, static_cast<int>(rows(hidden)));
-    matmul(hb, hidden, n, lw.w2.data(), dim, hidden, xb, dim);
+    r.linear({l, Linear::w2, hb, hidden, xb, dim, n, dim, hidden, r.pos[0]});
     for (std::size_t j = 0; j < rows(dim); ++j) x[j] += xb[j];
   }
   for (int i = 0; i < n; ++i)
@@ -197,6 +204,10 @@ const float* run_layers(const model::Model& m, const Rows& r) {
 }  // namespace
 
 bool Transformer::supports_block() const { return typeid(*this) == typeid(Transformer); }
+
+void Transformer::linear_rows(const LinearRows& call) {
+  matmul_rows(call.x, call.ldx, call.n, weight_of(call.layer, call.which), call.rows, call.cols, call.y, call.ldy);
+}
 
 const float* Transformer::forward_block(std::span<const int> tokens, int pos0, bool last_only) {
   const auto& c = model_.config;
@@ -217,10 +228,15 @@ const float* Transformer::forward_block(std::span<const int> tokens, int pos0, b
   std::vector<int> pos(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) pos[i] = pos0 + i;
   std::vector<float*> keys(pos.size(), key_cache_.data()), values(pos.size(), value_cache_.data());
-  const float* x = run_layers(model_, {n, tokens.data(), pos.data(), keys.data(), values.data(), n > 1});
+  const std::function<void(const LinearRows&)> linear = [this](const LinearRows& call) { linear_rows(call); };
+  const std::function<void(int, int, float*, float*)> kv_stored = [this, pos0](int layer, int row, float* k, float* v) {
+    on_kv_stored(layer, pos0 + row, k, v);
+  };
+  const bool gemm_attention = n > 1 && !block_keeps_token_bits();
+  const float* x = run_layers(model_, {n, tokens.data(), pos.data(), keys.data(), values.data(), gemm_attention, linear, kv_stored});
   const int first = last_only ? n - 1 : 0;
-  matmul(x + static_cast<std::size_t>(first) * c.dim, c.dim, n - first, weight_of(-1, model::Linear::cls),
-         c.vocab_size, c.dim, block_logits_.data(), c.vocab_size);
+  linear_rows({-1, model::Linear::cls, x + static_cast<std::size_t>(first) * c.dim, c.dim, block_logits_.data(),
+               c.vocab_size, n - first, c.vocab_size, c.dim, pos0 + first});
   return block_logits_.data();
 }
 
@@ -230,7 +246,8 @@ void Transformer::forward_batch(std::span<Transformer* const> ts, std::span<cons
     throw std::invalid_argument("forward_batch: one token and one position per transformer");
   logits.assign(ts.size(), nullptr);
   bool batched = !ts.empty();
-  for (Transformer* t : ts) batched = batched && t->block_batched() && &t->model_ == &ts[0]->model_;
+  for (Transformer* t : ts)
+    batched = batched && t->block_batched() && typeid(*t) == typeid(Transformer) && &t->model_ == &ts[0]->model_;
   if (!batched) {
     for (std::size_t i = 0; i < ts.size(); ++i) logits[i] = ts[i]->forward(tokens[i], positions[i]);
     return;
@@ -247,10 +264,13 @@ void Transformer::forward_batch(std::span<Transformer* const> ts, std::span<cons
   }
   const model::Model& m = ts[0]->model_;
   const auto& c = m.config;
-  const float* x = run_layers(m, {n, tokens.data(), positions.data(), keys.data(), values.data(), false});
+  Transformer* first = ts[0];
+  const std::function<void(const LinearRows&)> linear = [first](const LinearRows& call) { first->linear_rows(call); };
+  const std::function<void(int, int, float*, float*)> no_kv_hook;
+  const float* x = run_layers(m, {n, tokens.data(), positions.data(), keys.data(), values.data(), false, linear, no_kv_hook});
   thread_local std::vector<float> all_logits;
   float* out = sized(all_logits, static_cast<std::size_t>(n) * c.vocab_size);
-  matmul(x, c.dim, n, ts[0]->weight_of(-1, model::Linear::cls), c.vocab_size, c.dim, out, c.vocab_size);
+  linear({-1, model::Linear::cls, x, c.dim, out, c.vocab_size, n, c.vocab_size, c.dim, positions[0]});
   for (int i = 0; i < n; ++i) {
     std::memcpy(ts[i]->logits_.data(), out + static_cast<std::size_t>(i) * c.vocab_size,
                 c.vocab_size * sizeof(float));

@@ -113,6 +113,11 @@ void quantize_activation_static(std::span<const float> x, float s_x, std::span<s
 void linear_w8a8(const Int8Matrix& w, const std::int8_t* qx, float s_x, float* y);
 // y[r] = (sum_k float(acc[r][k]) * s_w[r][k]) * s_x, groups in order, fp32.
 void linear_w4a8(const Int4Matrix& w, const std::int8_t* qx, float s_x, float* y);
+// The same products for n inputs at once (rows of qx [n][cols], their scales s_x[n]),
+// writing y[i][r] at y + i * ldy + r: each weight row is read once for all n inputs, and
+// every output has exactly the bits of the one-input call.
+void linear_w8a8_rows(const Int8Matrix& w, const std::int8_t* qx, const float* s_x, int n, float* y, int ldy);
+void linear_w4a8_rows(const Int4Matrix& w, const std::int8_t* qx, const float* s_x, int n, float* y, int ldy);
 // In-place int8 round trip of one KV head vector (section 5).
 void fake_quantize_int8(std::span<float> x);
 

@@ -262,6 +262,47 @@ void linear_w4a8(const Int4Matrix& w, const std::int8_t* qx, float s_x, float* y
   }
 }
 
+void linear_w8a8_rows(const Int8Matrix& w, const std::int8_t* qx, const float* s_x, int n, float* y, int ldy) {
+#pragma omp parallel for schedule(static) if (static_cast<long>(w.rows) * w.cols * n > 65536)
+  for (int r = 0; r < w.rows; ++r) {
+    const std::int8_t* q = w.q.data() + static_cast<std::size_t>(r) * w.cols;
+    const float s_w = w.scale[static_cast<std::size_t>(r)];
+    for (int i = 0; i < n; ++i) {
+      const std::int8_t* x = qx + static_cast<std::size_t>(i) * w.cols;
+      std::int32_t acc = 0;
+      for (int c = 0; c < w.cols; ++c) acc += static_cast<std::int32_t>(q[c]) * x[c];
+      y[static_cast<std::size_t>(i) * ldy + r] = (static_cast<float>(acc) * s_w) * s_x[i];
+    }
+  }
+}
+
+void linear_w4a8_rows(const Int4Matrix& w, const std::int8_t* qx, const float* s_x, int n, float* y, int ldy) {
+  const int G = w.groups(), rb = w.row_bytes();
+#pragma omp parallel for schedule(static) if (static_cast<long>(w.rows) * w.cols * n > 65536)
+  for (int r = 0; r < w.rows; ++r) {
+    // The row's codes unpacked once (as linear_w4a8 reads them), then one pass per input.
+    thread_local std::vector<std::int8_t> codes;
+    codes.resize(static_cast<std::size_t>(w.cols));
+    const std::uint8_t* row = w.packed.data() + static_cast<std::size_t>(r) * rb;
+    for (int c = 0; c < w.cols; ++c) {
+      const std::uint8_t byte = row[(c / 32) * 16 + (c % 32) % 16];
+      codes[static_cast<std::size_t>(c)] = static_cast<std::int8_t>(((c % 32) < 16 ? (byte & 0x0F) : (byte >> 4)) - 8);
+    }
+    const std::uint16_t* scales = w.scale.data() + static_cast<std::size_t>(r) * G;
+    for (int i = 0; i < n; ++i) {
+      const std::int8_t* x = qx + static_cast<std::size_t>(i) * w.cols;
+      float sum = 0.0f;
+      for (int k = 0; k < G; ++k) {
+        const int c0 = k * w.group, c1 = std::min(w.cols, c0 + w.group);
+        std::int32_t acc = 0;
+        for (int c = c0; c < c1; ++c) acc += static_cast<std::int32_t>(codes[static_cast<std::size_t>(c)]) * x[c];
+        sum = sum + static_cast<float>(acc) * model::gguf::fp16_to_float(scales[k]);
+      }
+      y[static_cast<std::size_t>(i) * ldy + r] = sum * s_x[i];
+    }
+  }
+}
+
 void fake_quantize_int8(std::span<float> x) {
   const float s = int8_scale(max_abs(x));
   for (float& v : x) v = static_cast<float>(quantize_value(v, s, kInt8Max)) * s;

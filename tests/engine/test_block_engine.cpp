@@ -191,8 +191,9 @@ TEST(BlockEngine, BpeGreedyWithAPromptEqualsTokenByToken) {
   }
 }
 
-// A subclass that replaces linear() (simulated quantization, calibration statistics) keeps
-// the per-token pass: forward_block makes one linear() call per layer and position.
+// A subclass that replaces linear() and does not say that it batches (supports_block, as
+// simulated quantization and the calibration passes do) keeps the per-token pass:
+// forward_block makes one linear() call per layer and position.
 class CountingTransformer : public engine::Transformer {
  public:
   using engine::Transformer::Transformer;
