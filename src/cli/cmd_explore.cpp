@@ -48,7 +48,7 @@ std::vector<const hw::Device*> pick_devices(const std::string& list) {
   std::stringstream ss(list);
   std::string name;
   while (std::getline(ss, name, ','))
-    if (!name.empty()) out.push_back(&hw::find_device(name));
+    if (!name.empty()) out.push_back(&hw::find_device(name, "--devices"));
   if (out.empty()) throw fpgallm::InputError("--devices", "no device named");
   return out;
 }

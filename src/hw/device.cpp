@@ -257,7 +257,7 @@ std::vector<std::string> close_device_names(const std::string& name) {
   return out;
 }
 
-const Device& find_device(const std::string& name) {
+const Device& find_device(const std::string& name, const std::string& option) {
   if (const Device* d = lookup_device(name)) return *d;
   std::string msg = "unknown device '" + name + "'";
   auto close = close_device_names(name);
@@ -267,7 +267,7 @@ const Device& find_device(const std::string& name) {
     msg += "?)";
   }
   msg += "; `fpgallm devices` lists the known ones";
-  throw fpgallm::InputError("--device", msg);
+  throw fpgallm::InputError(option, msg);
 }
 
 void to_json(nlohmann::json& j, const Figure& f) {

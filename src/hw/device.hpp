@@ -138,9 +138,9 @@ struct Device {
 const std::vector<Device>& devices();
 // Case-insensitive lookup by id, name or alias; nullptr if unknown.
 const Device* lookup_device(const std::string& name);
-// As lookup_device, but an unknown name throws fpgallm::InputError("--device", "unknown
-// device 'x' (did you mean: u280, u250?)").
-const Device& find_device(const std::string& name);
+// As lookup_device, but an unknown name throws fpgallm::InputError(option, "unknown
+// device 'x' (did you mean: u280, u250?)"): the option or file field that named it.
+const Device& find_device(const std::string& name, const std::string& option = "--device");
 // Ids of devices whose id, name or alias is close to `name`, closest first.
 std::vector<std::string> close_device_names(const std::string& name);
 

@@ -281,6 +281,7 @@ std::vector<Row> rows() {
          write_bytes(d + "/p.txt", "Once");
          return "run " + testing_support::stories260k() + kZ + " -i Once --prompt-file " + d + "/p.txt";
        }, "--prompt-file"},
+      {"explore_unknown_device", args_row("explore llama2-7b --devices u280,nope"), "--devices"},
       {"deploy_budget_not_a_number", args_row("deploy " + testing_support::stories260k() + " --device u280 --budget 2x% -o /nonexistent/x"), "--budget"},
   };
   (void)big_context_needs;
