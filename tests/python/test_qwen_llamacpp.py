@@ -1,7 +1,7 @@
 """The GGUF files fpgallm writes for a tiny Qwen2 (`convert --to gguf --type f32|f16|q8_0` and
 `quantize --scheme w8a8`), run in llama.cpp itself: the vendored llama.cpp c392e50
 (../shared/vendor), built once per build folder into <build>/llamacpp-tools (libllama and
-ggml only, -DGGML_NATIVE=OFF, Release, ccache when on PATH) with llamacpp_oracle.cpp, a small
+ggml only, -DGGML_NATIVE=OFF, Release, ccache when on PATH) with llamacpp/oracle.cpp, a small
 program against libllama's C API: llama_tokenize with parse_special on or off (the switch of
 llama-tokenize's --no-parse-special), llama_chat_apply_template with the file's template,
 and greedy decoding that prints each step's logits. On the same file, llama.cpp and fpgallm
@@ -39,7 +39,7 @@ from test_qwen_gguf_write import field, gguf_py, qwen_folder  # noqa: F401 (gguf
 from test_qwen_models import trained_vocab  # noqa: F401 (a fixture)
 
 VENDOR = REPO.parent / "shared" / "vendor"
-ORACLE_SOURCE = pathlib.Path(__file__).with_name("llamacpp_oracle.cpp")
+ORACLE_SOURCE = pathlib.Path(__file__).parent / "llamacpp" / "oracle.cpp"
 POSITIONS = 64  # prompt and generated tokens together, within the tiny models' 128-position context
 PROMPT = "Once upon a time, there was a little girl named Lily. She"
 CHAT = "Tell me a story about a dog."
