@@ -31,20 +31,7 @@ now() { date +%s.%N; }
 
 echo "bench_mpi: synthesizing stories110m and quantizing it (W8A8) ..." >&2
 "$bin" synth --preset stories110m -o "$tmp/s110m.bin" >/dev/null 2>&1
-# A 32000-piece tokenizer: tok512's pieces, then pieces no text merges into.
-"$py" - "$here/models/tok512.bin" "$tmp/tokenizer.bin" <<'PY'
-import struct, sys
-src = open(sys.argv[1], 'rb').read()
-maxlen, = struct.unpack_from('<i', src, 0)
-off, pieces = 4, []
-for _ in range(512):
-    score, n = struct.unpack_from('<fi', src, off); off += 8
-    pieces.append((score, src[off:off + n])); off += n
-pieces += [(-1e9, ('[t%d]' % i).encode()) for i in range(512, 32000)]
-out = bytearray(struct.pack('<i', max(maxlen, 8)))
-for score, p in pieces: out += struct.pack('<fi', score, len(p)) + p
-open(sys.argv[2], 'wb').write(bytes(out))
-PY
+"$py" "$here/bench/tok32000.py" "$here/models/tok512.bin" "$tmp/tokenizer.bin"
 printf '%s\n' 'Once upon a time there was a little cat who liked to play in the sun with her best friend, the brown dog.' \
   'The dog ran to the park and found a big red ball under the old tree near the pond.' >"$tmp/calib.txt"
 "$bin" quantize "$tmp/s110m.bin" --calib "$tmp/calib.txt" --scheme w8a8 -o "$tmp/q.gguf" >/dev/null 2>&1

@@ -26,20 +26,7 @@ head -c "$bytes" "$here/models/tinystories-valid-sample.txt" | sed '$d' >"$tmp/t
 [ -s "$tmp/text.txt" ] || { echo "bench_prefill: TEXT_BYTES $bytes holds no whole line" >&2; exit 2; }
 echo "bench_prefill: synthesizing stories110m ..." >&2
 "$bin" synth --preset stories110m -o "$tmp/s110m.bin" >/dev/null 2>&1
-# A 32000-piece tokenizer: tok512's pieces, then pieces no text merges into.
-"$py" - "$here/models/tok512.bin" "$tmp/tok32000.bin" <<'PY'
-import struct, sys
-src = open(sys.argv[1], 'rb').read()
-maxlen, = struct.unpack_from('<i', src, 0)
-off, pieces = 4, []
-for _ in range(512):
-    score, n = struct.unpack_from('<fi', src, off); off += 8
-    pieces.append((score, src[off:off + n])); off += n
-pieces += [(-1e9, ('[t%d]' % i).encode()) for i in range(512, 32000)]
-out = bytearray(struct.pack('<i', max(maxlen, 8)))
-for score, p in pieces: out += struct.pack('<fi', score, len(p)) + p
-open(sys.argv[2], 'wb').write(bytes(out))
-PY
+"$py" "$here/bench/tok32000.py" "$here/models/tok512.bin" "$tmp/tok32000.bin"
 "$bin" convert "$here/models/stories260K.bin" -z "$here/models/tok512.bin" -o "$tmp/s260k.gguf" >/dev/null 2>&1
 "$bin" convert "$tmp/s110m.bin" -z "$tmp/tok32000.bin" -o "$tmp/s110m.gguf" >/dev/null 2>&1
 rm "$tmp/s110m.bin"
