@@ -39,6 +39,9 @@ number here.
 from __future__ import annotations
 
 import math
+import numbers
+import os
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 import numpy as np
@@ -50,6 +53,47 @@ from fpgallm import _core
 from fpgallm import weights as _weights
 
 QUANT_SCHEMES = ("w8a8", "fp32")
+MAX_THREADS = 1024  # as the C++ matrix unit (src/python/matrix_unit.cpp)
+
+
+# ---- argument checks: a TypeError or ValueError naming the argument, never an
+# AttributeError, IndexError or a RuntimeError from deep inside torch (issue 34) -------------
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _check_tensor(name: str, t, dims=None) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.is_complex():
+        raise TypeError(f"{name}: complex tensors are not supported (dtype {t.dtype})")
+    if dims is not None and t.dim() not in (dims if isinstance(dims, tuple) else (dims,)):
+        raise ValueError(f"{name}: expected a {dims}-D tensor, got shape {tuple(t.shape)}")
+    return t
+
+
+def _check_threads(threads) -> int:
+    """threads as the C++ matrix unit takes it, in its words."""
+    if not _is_int(threads):
+        raise TypeError(f"threads: expected an integer (0 = every core), got {type(threads).__name__}")
+    if threads < 0 or threads > MAX_THREADS:
+        raise ValueError(f"threads={threads} must be 0 (every core) or 1..{MAX_THREADS}")
+    return int(threads)
+
+
+def _check_quant(quant) -> str:
+    if not isinstance(quant, str) or quant not in QUANT_SCHEMES:
+        raise ValueError(f"quant: {quant!r} is not one of {', '.join(QUANT_SCHEMES)}")
+    return quant
+
+
+def _check_real_number(name: str, v, positive: bool = True) -> float:
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        raise TypeError(f"{name}: expected a number, got {type(v).__name__}")
+    if not math.isfinite(v) or (positive and v <= 0):
+        raise ValueError(f"{name} {v} must be finite and positive")
+    return float(v)
 
 
 # ---- the matrix unit as an autograd function ------------------------------------------------
@@ -63,7 +107,13 @@ def weight_codes_int8(b: np.ndarray):
     docs/quantization.md (quant::int8_weight_scale): the scale is the smallest fp16 value
     >= amax / 127 (so ggml's Q8_0 holds it exactly), codes round(w * (1 / scale)) to nearest
     even, saturated to +-127."""
+    if b is None:
+        raise TypeError("b: expected a 2-D array of weights [out, in], got None")
     b = np.asarray(b, dtype=np.float32)
+    if b.ndim != 2:
+        raise ValueError(f"b: expected a 2-D array of weights [out, in], got shape {b.shape}")
+    if b.size and not np.isfinite(b).all():
+        raise ValueError("b: holds NaN or infinite values; int8 quantization needs finite values")
     s = np.minimum(np.abs(b).max(axis=1) / np.float32(127), np.float32(65504)).astype(np.float32)
     h = s.astype(np.float16)
     up = h.astype(np.float32) < s
@@ -114,14 +164,34 @@ class MatrixUnitMatmul(torch.autograd.Function):
 def matmul_nt(a: torch.Tensor, b: torch.Tensor, quant: str = "w8a8", threads: int = 0, b_codes=None) -> torch.Tensor:
     """a @ b.T on the accelerator's matrix unit, differentiable in both operands (with
     b_codes, the forward uses those stored int8 codes of b; the backward uses b)."""
-    if quant not in QUANT_SCHEMES:
-        raise ValueError(f"quant: {quant!r} is not one of {', '.join(QUANT_SCHEMES)}")
+    _check_quant(quant)
+    _check_tensor("a", a, 2)
+    _check_tensor("b", b, 2)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"a and b must have the same number of columns ({a.shape[1]} and {b.shape[1]})")
+    threads = _check_threads(threads)
+    if b_codes is not None:
+        if not isinstance(b_codes, Sequence) or len(b_codes) != 2:
+            raise TypeError("b_codes: expected (int8 codes [N, K], fp32 scales [N]) or None")
+        codes, scales = np.asarray(b_codes[0]), np.asarray(b_codes[1])
+        if codes.shape != tuple(b.shape) or scales.shape != (b.shape[0],):
+            raise ValueError(f"b_codes: codes of shape {tuple(b.shape)} and {b.shape[0]} scales needed, got "
+                             f"{codes.shape} and {scales.shape}")
     return MatrixUnitMatmul.apply(a, b, quant, threads, b_codes)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
            quant: str = "w8a8", threads: int = 0, weight_codes=None) -> torch.Tensor:
     """F.linear on the matrix unit: x [..., in], weight [out, in]; the bias is added in fp32."""
+    _check_tensor("x", x)
+    _check_tensor("weight", weight, 2)
+    if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"x: expected [..., {weight.shape[1]}] (weight is [out, in] = {tuple(weight.shape)}), "
+                         f"got shape {tuple(x.shape)}")
+    if bias is not None:
+        _check_tensor("bias", bias)
+        if tuple(bias.shape) != (weight.shape[0],):
+            raise ValueError(f"bias: expected shape ({weight.shape[0]},), got {tuple(bias.shape)}")
     lead = x.shape[:-1]
     y = matmul_nt(x.reshape(-1, x.shape[-1]), weight, quant, threads, weight_codes)
     y = y.reshape(*lead, weight.shape[0])
@@ -131,8 +201,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
 def product_error_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per-element bound of |linear_int8(a, b) - a @ b.T| (exact arithmetic) from the
     quantization steps alone: (s_b/2) sum|a| + (s_a/2) sum|b| + K s_a s_b / 4."""
+    if a is None or b is None:
+        raise TypeError("product_error_bound: a and b are 2-D arrays, not None")
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"a and b must be 2-D with the same number of columns, got shapes {a.shape} and {b.shape}")
     s_a = np.abs(a).max(axis=1) / 127.0
     s_b = np.abs(b).max(axis=1) / 127.0
     k = a.shape[1]
@@ -244,7 +318,7 @@ class AcceleratedMultiheadAttention(nn.Module):
 def _resolve_design(design) -> dict:
     if design is None:
         return _core.default_design()
-    if isinstance(design, str):
+    if isinstance(design, (str, bytes, os.PathLike)):
         return _core.load_design(design)
     if isinstance(design, dict):
         problems = _core.design_problems(design)
@@ -270,8 +344,10 @@ def accelerate(module: nn.Module, design=None, quant: str = "w8a8", threads: int
     in place, and returns it (a bare nn.Linear or nn.MultiheadAttention is returned wrapped).
     quant: "w8a8" (int8 weights per channel, int8 activations per token) or "fp32".
     threads: CPU threads of the C simulation of the matrix unit (0 = OpenMP's default)."""
-    if quant not in QUANT_SCHEMES:
-        raise ValueError(f"quant: {quant!r} is not one of {', '.join(QUANT_SCHEMES)}")
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
+    _check_quant(quant)
+    threads = _check_threads(threads)
     resolved = _resolve_design(design)
     top = _replacement(module, quant, resolved, threads)
     if top is not None:
@@ -328,8 +404,24 @@ def _rmsnorm_torch(x, weight, eps):
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """weight * (x / sqrt(mean(x^2) + eps)) over the last dimension, engine::rmsnorm's bits."""
+    _check_tensor("x", x)
+    _check_tensor("weight", weight, 1)
+    _check_real_number("rmsnorm: eps", eps)
+    if x.dim() < 1 or x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"rmsnorm: x [..., n] and weight [n], got {tuple(x.shape)} and {tuple(weight.shape)}")
     return _engine_or_torch(lambda xn, wn: _core.rmsnorm(xn, wn, eps),
                             lambda xt, wt: _rmsnorm_torch(xt, wt, eps), x, weight)
+
+
+def _check_positions(positions, tokens: int, op: str):
+    """positions: an integer tensor with one position per token, each in 0..2^31-1."""
+    _check_tensor("positions", positions, 1)
+    if positions.dtype.is_floating_point or positions.dtype == torch.bool:
+        raise TypeError(f"positions: expected integer positions, got dtype {positions.dtype}")
+    if positions.shape[0] != tokens:
+        raise ValueError(f"{op}: one position per token ({tokens}), got {positions.shape[0]}")
+    if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) > 2**31 - 1):
+        raise ValueError(f"positions: {int(positions.min())}..{int(positions.max())} outside 0..{2**31 - 1}")
 
 
 def _rope_torch(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
@@ -344,6 +436,11 @@ def _rope_torch(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch
 def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
     """Rotary embedding on interleaved (even, odd) pairs of each head: x [B, T, H, hd], token t
     at positions[t]; engine::rope's bits."""
+    _check_tensor("x", x, 4)
+    _check_positions(positions, x.shape[1], "rope")
+    if x.shape[-1] % 2:
+        raise ValueError("rope: head_dim must be even")
+    _check_real_number("rope: theta", theta)
     pos = positions.cpu().numpy().astype(np.int64)
     return _engine_or_torch(lambda xn: _core.rope(xn, pos, theta), lambda xt: _rope_torch(xt, positions, theta), x)
 
@@ -362,6 +459,18 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torc
     """Causal grouped-query attention: q [B, T, H, hd] (token t at positions[t]), k and v
     [B, S, KVH, hd] holding positions 0..S-1; token t attends to keys 0..positions[t].
     Returns [B, T, H, hd]; engine::attention_head's bits (its dot, softmax and sum order)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_tensor(name, t, 4)
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"attention: keys do not match q ({tuple(k.shape)} and {tuple(q.shape)})")
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"attention: values do not match keys ({tuple(v.shape)} and {tuple(k.shape)})")
+    if k.shape[2] == 0 or q.shape[2] % k.shape[2]:
+        raise ValueError("attention: heads must be a multiple of kv_heads")
+    _check_positions(positions, q.shape[1], "attention")
+    if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= k.shape[1]):
+        raise ValueError(f"attention: positions {int(positions.min())}..{int(positions.max())} need keys beyond the "
+                         f"{k.shape[1]} given")
     pos = positions.cpu().numpy().astype(np.int64)
     return _engine_or_torch(lambda qn, kn, vn: _core.attention(qn, kn, vn, pos),
                             lambda qt, kt, vt: _attention_torch(qt, kt, vt, positions), q, k, v)
@@ -369,6 +478,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torc
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up in engine::swiglu's order: (g * (1 / (1 + exp(-g)))) * up."""
+    _check_tensor("gate", gate)
+    _check_tensor("up", up)
+    if tuple(gate.shape) != tuple(up.shape):
+        raise ValueError(f"swiglu: gate and up must have one shape, got {tuple(gate.shape)} and {tuple(up.shape)}")
     return _engine_or_torch(_core.swiglu, lambda g, u: F.silu(g) * u, gate, up)
 
 
@@ -447,6 +560,38 @@ class LlamaBlock(nn.Module):
         return x + self.feed_forward(self.ffn_norm(x))
 
 
+_INTEGER_TOKEN_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _checked_config(config) -> dict:
+    """config as a dict, validated by the C++ model::Config (fpgallm._core.model_config: the
+    checks of a loaded checkpoint), its missing fields (head_dim, rope_theta, norm_eps,
+    shared_classifier, arch) filled in; a model too large for this machine's memory is
+    refused before torch tries to allocate it."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config: expected a dict of the model's shape (fpgallm.Model.config), got "
+                        f"{type(config).__name__}")
+    resolved = _core.model_config(dict(config))
+    if resolved["arch"] != "llama":
+        raise ValueError(f"config: a Llama is a llama-architecture model, not {resolved['arch']}")
+    c = {**resolved, **config}  # the caller's values (checked) where given
+    for key in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len", "head_dim"):
+        c[key] = int(resolved[key])
+    c["rope_theta"], c["norm_eps"] = float(c["rope_theta"]), float(c["norm_eps"])
+    c["shared_classifier"] = bool(c["shared_classifier"])
+    q_dim, kv_dim = c["n_heads"] * c["head_dim"], c["n_kv_heads"] * c["head_dim"]
+    params = (c["vocab_size"] * c["dim"] * (1 if c["shared_classifier"] else 2) + c["dim"]
+              + c["n_layers"] * (2 * c["dim"] + c["dim"] * (2 * q_dim + 2 * kv_dim) + 3 * c["dim"] * c["hidden_dim"]))
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 0
+    if memory and 4 * params > memory:
+        raise ValueError(f"config: {params} parameters need {4 * params / 2**30:.1f} GiB in fp32, more than this "
+                         f"machine's {memory / 2**30:.1f} GiB of memory")
+    return c
+
+
 class Llama(nn.Module):
     """A Llama-architecture language model (llama2.c layout: interleaved RoPE, SwiGLU,
     RMSNorm, grouped-query attention) computing the engine's bits on CPU fp32 (see EngineOp).
@@ -461,7 +606,7 @@ class Llama(nn.Module):
 
     def __init__(self, config: dict):
         super().__init__()
-        self.config = dict(config)
+        self.config = _checked_config(config)
         c = self.config
         self.tok_embeddings = nn.Embedding(c["vocab_size"], c["dim"])
         self.layers = nn.ModuleList(LlamaBlock(c) for _ in range(c["n_layers"]))
@@ -472,6 +617,12 @@ class Llama(nn.Module):
 
     def forward(self, tokens: torch.Tensor, start_pos: int = 0, cache: Optional[list] = None):
         self._check_tokens(tokens, start_pos)
+        if cache is not None and (not isinstance(cache, list) or len(cache) != len(self.layers)):
+            raise ValueError(f"cache: expected None or new_cache() (a list of {len(self.layers)} dicts), got "
+                             f"{type(cache).__name__}")
+        if tokens.dtype not in (torch.int64, torch.int32):
+            tokens = tokens.long()
+        start_pos = int(start_pos)
         t = tokens.shape[1]
         positions = torch.arange(start_pos, start_pos + t)
         x = self.tok_embeddings(tokens)
@@ -486,8 +637,12 @@ class Llama(nn.Module):
         if tokens.dim() != 2:
             hint = " (a single sequence: tokens.unsqueeze(0))" if tokens.dim() == 1 else ""
             raise ValueError(f"tokens: expected shape [batch, seq], got {tuple(tokens.shape)}{hint}")
-        if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        if tokens.dtype not in _INTEGER_TOKEN_DTYPES:
             raise TypeError(f"tokens: expected integer token ids, got dtype {tokens.dtype}")
+        if tokens.numel() == 0:
+            raise ValueError(f"tokens: no token ids (shape {tuple(tokens.shape)})")
+        if not _is_int(start_pos):
+            raise TypeError(f"start_pos: expected an integer position, got {type(start_pos).__name__}")
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= c["vocab_size"]):
             raise ValueError(f"tokens: ids must be in 0..{c['vocab_size'] - 1}, got {int(tokens.min())}.."
                              f"{int(tokens.max())}")
@@ -528,7 +683,28 @@ class Llama(nn.Module):
         """Greedy decoding as `fpgallm run -t 0 -n steps`: runs positions 0..steps-1 (prompt
         included, prompt_tokens starting with BOS) and stops early at BOS; returns the prompt
         followed by the generated tokens."""
+        if not _is_int(steps):
+            raise TypeError(f"steps: expected an integer (0 = the model's context), got {type(steps).__name__}")
+        if steps < 0:
+            raise ValueError(f"steps: {steps} is negative")
+        if isinstance(prompt_tokens, (torch.Tensor, np.ndarray)):
+            prompt_tokens = prompt_tokens.reshape(-1).tolist()
+        if isinstance(prompt_tokens, (str, bytes)) or not isinstance(prompt_tokens, Sequence):
+            raise TypeError(f"prompt_tokens: expected a list of token ids, got {type(prompt_tokens).__name__}")
+        if not prompt_tokens:
+            raise ValueError("prompt_tokens: empty (a prompt starts with BOS, token 1)")
+        bad = next((t for t in prompt_tokens if not _is_int(t)), None)
+        if bad is not None:
+            raise TypeError(f"prompt_tokens: expected integer token ids, got {bad!r}")
+        vocab = self.config["vocab_size"]
+        if min(prompt_tokens) < 0 or max(prompt_tokens) >= vocab:
+            raise ValueError(f"prompt_tokens: ids must be in 0..{vocab - 1}, got {min(prompt_tokens)}..{max(prompt_tokens)}")
         steps = min(steps, self.config["seq_len"]) if steps > 0 else self.config["seq_len"]
+        if len(prompt_tokens) > steps:
+            # The words of fpgallm.generate (engine::generate).
+            raise ValueError(f"prompt_tokens: the prompt is {len(prompt_tokens)} tokens (with BOS); at most {steps} fit: "
+                             f"the number of steps, at most the model's context of {self.config['seq_len']}")
+        prompt_tokens = [int(t) for t in prompt_tokens]
         tokens = list(prompt_tokens)
         cache = self.new_cache()
         token = tokens[0]
@@ -552,6 +728,8 @@ def _linear_name(name: str) -> tuple:
 
 def llama_from_model(m: "_core.Model") -> Llama:
     """A torch Llama holding a copy of a loaded checkpoint's weights."""
+    if not isinstance(m, _core.Model):
+        raise TypeError(f"m: expected a fpgallm.Model (fpgallm.load), got {type(m).__name__}")
     c = m.config
     if c["arch"] != "llama":
         raise ValueError(f"{m.path}: from_pretrained builds llama-architecture models only, not {c['arch']}")
@@ -604,6 +782,12 @@ def from_pretrained(path: str, accelerator: Optional[str] = "fpga", quant="w8a8"
     its .gguf (`fpgallm quantize -o`). Then the torch model holds its dequantized weights
     (folded norms when smoothed) and multiplies by its stored int8 codes, as `fpgallm run
     --quant` does."""
+    threads = _check_threads(threads)
+    if accelerator not in (None, "cpu", "fpga"):
+        raise ValueError(f"accelerator: {accelerator!r} is not 'fpga' or None")
+    if not isinstance(quant, (str, _core.QuantModel)):
+        raise TypeError(f"quant: expected one of {', '.join(QUANT_SCHEMES)}, a quantized .gguf or a QuantModel, got "
+                        f"{type(quant).__name__}")
     qm = quant if isinstance(quant, _core.QuantModel) else None
     if isinstance(quant, str) and quant not in QUANT_SCHEMES:
         if not quant.endswith(".gguf"):

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fmt/format.h>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,10 +20,12 @@
 #include "model/model.hpp"
 #include "model/tokenizer.hpp"
 #include "calib/calib.hpp"
+#include "python/arguments.hpp"
 #include "python/matrix_unit.hpp"
 #include "python/modules.hpp"
 #include "python/quant.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 #if FPGALLM_HAVE_PERF && FPGALLM_HAVE_HW && FPGALLM_HAVE_GRAPH
 #define FPGALLM_PYTHON_PREDICT 1
 #include "graph/workload.hpp"
@@ -65,27 +68,57 @@ py::object to_python(const nlohmann::json& j) {
   }
 }
 
-nlohmann::json from_python(const py::handle& o) {
-  if (o.is_none()) return nullptr;
-  if (py::isinstance<py::bool_>(o)) return o.cast<bool>();
-  if (py::isinstance<py::int_>(o)) return o.cast<std::int64_t>();
-  if (py::isinstance<py::float_>(o)) return o.cast<double>();
-  if (py::isinstance<py::str>(o)) return o.cast<std::string>();
-  if (py::isinstance<py::dict>(o)) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& [k, v] : o.cast<py::dict>()) j[py::str(k).cast<std::string>()] = from_python(v);
-    return j;
-  }
-  if (py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o)) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& v : o) j.push_back(from_python(v));
-    return j;
-  }
-  throw py::type_error("cannot convert " + py::str(o.get_type()).cast<std::string>() + " to JSON");
-}
-
 void require_2d(const py::array& a, const char* name) {
   if (a.ndim() != 2) throw py::value_error(std::string(name) + " must be a 2-D array");
+  fp::check_dims(a, name);
+}
+
+// Operands of a product: 2-D real arrays with one contraction length.
+void require_operands(const py::array& a, const py::array& b, const char* na, const char* nb) {
+  require_2d(a, na);
+  require_2d(b, nb);
+  if (a.shape(1) != b.shape(1))
+    throw py::value_error(std::string(na) + " and " + nb + " must have the same number of columns (" +
+                          std::to_string(a.shape(1)) + " and " + std::to_string(b.shape(1)) + ")");
+}
+
+// The scales of a matmul_int8_dequant operand: one per row, 1-D.
+void require_scales(const py::array& s, const py::array& q, const char* ns, const char* nq) {
+  if (s.ndim() != 1 || s.shape(0) != q.shape(0))
+    throw py::value_error(fmt::format("{}: one scale per row of {} ({}), as a 1-D array; got {} value(s) in {} dimension(s)",
+                                      ns, nq, q.shape(0), s.size(), s.ndim()));
+}
+
+// Float operands: real dtypes only (numpy would cast a complex array to its real part).
+FloatArray float_operand(const py::object& o, const char* name) {
+  if (o.is_none()) throw py::type_error(std::string(name) + ": expected an array of real numbers, got None");
+  fp::check_real(o, name);
+  auto a = FloatArray::ensure(o);
+  if (!a) {
+    PyErr_Clear();
+    throw py::type_error(std::string(name) + ": expected an array of real numbers, got " + fp::type_name(o));
+  }
+  return a;
+}
+
+// int8 operands: int8 codes, or integers that are int8 codes (-128..127); floats would be
+// truncated and larger integers wrapped around.
+Int8Array int8_operand(const py::object& o, const char* name) {
+  if (o.is_none()) throw py::type_error(std::string(name) + ": expected an array of int8 codes, got None");
+  const py::array raw = py::array::ensure(o);
+  if (!raw) {
+    PyErr_Clear();
+    throw py::type_error(std::string(name) + ": expected an array of int8 codes, got " + fp::type_name(o));
+  }
+  fp::check_integers(raw, name);
+  if (!raw.dtype().is(py::dtype::of<std::int8_t>()) && raw.size() > 0) {
+    const py::object np = py::module_::import("numpy");
+    const py::object lo = np.attr("min")(raw).attr("item")(), hi = np.attr("max")(raw).attr("item")();
+    if (lo < py::int_(-128) || hi > py::int_(127))
+      throw py::value_error(std::string(name) + ": values " + std::string(py::str(lo)) + ".." + std::string(py::str(hi)) +
+                            " are not int8 codes (-128..127)");
+  }
+  return Int8Array::ensure(raw);
 }
 
 int dim(const py::array& a, int i) { return static_cast<int>(a.shape(i)); }
@@ -98,12 +131,27 @@ py::array weight_view(const std::shared_ptr<model::Model>& m, const std::vector<
   return a;
 }
 
+bool is_path(const py::handle& o) {
+  return py::isinstance<py::str>(o) || py::isinstance<py::bytes>(o) || py::hasattr(o, "__fspath__");
+}
+
+// A design dict read into d (its fields checked by arch::from_json, not yet validated).
+void read_design_dict(const py::handle& design, arch::Design& d) {
+  const nlohmann::json j = fp::json_of(design, "design");
+  try {
+    arch::from_json(j, d);
+  } catch (const nlohmann::json::exception& e) {
+    throw fpgallm::InputError("design", e.what());
+  }
+}
+
 // A design given as a design.json path or a dict (validated either way).
 arch::Design design_of(const py::object& design) {
-  if (py::isinstance<py::str>(design)) return arch::load(design.cast<std::string>());
-  if (!py::isinstance<py::dict>(design)) throw py::type_error("design: a design.json path or a dict");
+  if (is_path(design)) return arch::load(fp::path_arg(design, "design"));
+  if (!py::isinstance<py::dict>(design))
+    throw py::type_error("design: a design.json path or a dict, got " + fp::type_name(design));
   arch::Design d;
-  arch::from_json(from_python(design), d);
+  read_design_dict(design, d);
   const auto problems = d.problems();
   if (!problems.empty()) throw fpgallm::InputError("design", problems.front());
   return d;
@@ -112,7 +160,17 @@ arch::Design design_of(const py::object& design) {
 // A model given as a Model, or a checkpoint path / preset name.
 model::Config config_of(const py::object& m) {
   if (py::isinstance<model::Model>(m)) return m.cast<const model::Model&>().config;
-  return model::load_or_preset(m.cast<std::string>()).config;
+  if (!is_path(m))
+    throw py::type_error("model: a Model, a checkpoint path or a preset name, got " + fp::type_name(m));
+  return model::load_or_preset(fp::path_arg(m, "model")).config;
+}
+
+// The vocabulary `tok` must be the model's: ids one side makes index the other's tables.
+// The words of the command line's tokenizer check (model::Tokenizer::load_llama2c).
+void check_vocabulary(const model::Model& m, const model::Tokenizer& tok) {
+  if (tok.vocab_size() != m.config.vocab_size)
+    throw fpgallm::InputError("tokenizer", fmt::format("has {} tokens but the model's vocabulary has {}",
+                                                       tok.vocab_size(), m.config.vocab_size));
 }
 
 py::dict generation_dict(const engine::Generation& g) {
@@ -138,7 +196,17 @@ PYBIND11_MODULE(_core, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const fpgallm::InputError& e) {
-      input_error((e.source() + ": " + e.problem()).c_str());
+      // A path that is not UTF-8 (bytes) keeps its message readable: undecodable bytes are
+      // replaced rather than losing the whole message.
+      const std::string message = e.source() + ": " + e.problem();
+      PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
+      if (!text) {
+        PyErr_Clear();
+        input_error("bad input");
+        return;
+      }
+      PyErr_SetObject(input_error.ptr(), text);
+      Py_DECREF(text);
     }
   });
 
@@ -179,7 +247,8 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "load",
-      [](const std::string& path) {
+      [](const py::object& path_arg) {
+        const std::string path = fp::path_arg(path_arg, "path");
         py::gil_scoped_release unlocked;
         return std::make_shared<model::Model>(model::load_or_preset(path));
       },
@@ -189,12 +258,19 @@ PYBIND11_MODULE(_core, m) {
                                "SentencePiece-style byte-pair tokenizer (llama2.c tokenizer.bin, or a GGUF's "
                                "tokenizer.ggml.* vocabulary). Tokenizer(path) reads one on its own; "
                                "Tokenizer(model, path='') gives a loaded model's, checked against its vocabulary.")
-      .def(py::init([](const std::string& path) { return model::load_tokenizer(path); }), py::arg("path"),
-           "A tokenizer file on its own: tokenizer.bin (every token in it), a .gguf's vocabulary, or "
-           "tokenizer.bin inside a safetensors folder")
-      .def(py::init([](const model::Model& mdl, const std::string& path) { return model::tokenizer_for(mdl, path); }),
+      .def(py::init([](const model::Model& mdl, const py::object& path_arg) {
+             const std::string path = fp::path_arg(path_arg, "path");
+             if (path.empty() && !mdl.tokenizer && mdl.source_path == "<python>")
+               throw fpgallm::InputError("path", "the model was built from arrays (model_from_weights) and has no "
+                                                 "tokenizer: give the tokenizer's path");
+             return model::tokenizer_for(mdl, path);
+           }),
            py::arg("model"), py::arg("path") = "",
            "The model's tokenizer: the file given, else the one in the checkpoint, else tokenizer.bin beside it")
+      .def(py::init([](const py::object& path) { return model::load_tokenizer(fp::path_arg(path, "path")); }),
+           py::arg("path"),
+           "A tokenizer file on its own: tokenizer.bin (every token in it), a .gguf's vocabulary, or "
+           "tokenizer.bin inside a safetensors folder")
       .def_property_readonly("vocab_size", &model::Tokenizer::vocab_size)
       .def(
           "encode",
@@ -203,20 +279,37 @@ PYBIND11_MODULE(_core, m) {
             return t.encode(text, bos, eos);
           },
           py::arg("text"), py::arg("bos") = true, py::arg("eos") = false)
-      .def("decode", &model::Tokenizer::decode, py::arg("prev"), py::arg("token"))
+      .def(
+          "decode",
+          [](const model::Tokenizer& t, int prev, int token) {
+            fp::check_token(prev, t.vocab_size(), "prev");
+            fp::check_token(token, t.vocab_size(), "token");
+            return t.decode(prev, token);
+          },
+          py::arg("prev"), py::arg("token"))
       .def(
           "decode_all",
           [](const model::Tokenizer& t, const std::vector<int>& tokens) {
+            fp::check_tokens(tokens, t.vocab_size(), "tokens");
             std::string s;
             for (std::size_t i = 1; i < tokens.size(); ++i) s += t.printable(tokens[i - 1], tokens[i]);
             return s;
           },
           py::arg("tokens"), "Text of tokens[1:], each piece decoded after its predecessor (as `fpgallm run` prints)")
-      .def("piece", &model::Tokenizer::piece);
+      .def(
+          "piece",
+          [](const model::Tokenizer& t, int id) {
+            fp::check_token(id, t.vocab_size(), "id");
+            return t.piece(id);
+          },
+          py::arg("id"));
   py::class_<model::BpeTokenizer, std::shared_ptr<model::BpeTokenizer>>(m, "BpeTokenizer",
                                                                          "Byte-level BPE vocabulary (Qwen, Llama 3)")
       .def_static(
-          "from_hf_json", [](const std::string& path) { return std::make_shared<model::BpeTokenizer>(model::BpeTokenizer::from_hf_json(path)); },
+          "from_hf_json",
+          [](const py::object& path) {
+            return std::make_shared<model::BpeTokenizer>(model::BpeTokenizer::from_hf_json(fp::path_arg(path, "path")));
+          },
           py::arg("path"), "From a Hugging Face tokenizer.json")
       .def_property_readonly("vocab_size", &model::BpeTokenizer::vocab_size)
       .def(
@@ -228,12 +321,17 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("text"), py::arg("add_bos") = false, py::arg("parse_special") = true, "Token ids of UTF-8 (or any) bytes")
       .def(
-          "decode", [](const model::BpeTokenizer& t, const std::vector<int>& ids) { return py::bytes(t.decode(ids)); },
+          "decode",
+          [](const model::BpeTokenizer& t, const std::vector<int>& ids) {
+            fp::check_tokens(ids, t.vocab_size(), "ids");
+            return py::bytes(t.decode(ids));
+          },
           py::arg("ids"), "The bytes of ids")
       .def("chat_prompt", &model::BpeTokenizer::chat_prompt, py::arg("user"), py::arg("system") = "");
   m.def(
       "bpe_tokenizer",
       [](const std::shared_ptr<model::Model>& mdl) -> py::object {
+        if (!mdl) throw py::type_error("model: expected a Model, got None");
         if (!mdl->bpe_tokenizer) return py::none();
         return py::cast(std::const_pointer_cast<model::BpeTokenizer>(mdl->bpe_tokenizer));
       },
@@ -251,6 +349,10 @@ PYBIND11_MODULE(_core, m) {
           "forward",
           [](engine::Transformer& t, int token, int pos) {
             const int vocab = t.config().vocab_size;
+            fp::check_token(token, vocab, "token");
+            if (pos < 0 || pos >= t.config().seq_len)
+              throw fpgallm::InputError("pos", fmt::format("{} is outside the model's context (positions 0..{})", pos,
+                                                           t.config().seq_len - 1));
             py::array_t<float> out(vocab);
             const float* logits;
             {
@@ -265,6 +367,10 @@ PYBIND11_MODULE(_core, m) {
           "logits",
           [](engine::Transformer& t, const std::vector<int>& tokens) {
             const int vocab = t.config().vocab_size;
+            fp::check_tokens(tokens, vocab, "tokens");
+            if (tokens.size() > static_cast<std::size_t>(t.config().seq_len))
+              throw fpgallm::InputError("tokens", fmt::format("{} positions exceed the model's context of {}",
+                                                              tokens.size(), t.config().seq_len));
             py::array_t<float> out({static_cast<py::ssize_t>(tokens.size()), static_cast<py::ssize_t>(vocab)});
             float* dst = out.mutable_data();
             py::gil_scoped_release unlocked;
@@ -282,12 +388,17 @@ PYBIND11_MODULE(_core, m) {
          float temperature, float topp, std::uint64_t seed, const py::object& quant) {
         engine::check_sampling(temperature, topp);
         if (steps < 0) throw fpgallm::InputError("steps", std::to_string(steps) + " is negative");
+        check_vocabulary(mdl, tok);
         engine::Generation g;
         const auto t = fp::transformer_for(mdl, quant);
-        {
+        try {
           py::gil_scoped_release unlocked;
           engine::Sampler sampler(mdl.config.vocab_size, temperature, topp, seed);
           g = engine::generate(*t, tok, sampler, prompt, steps);
+        } catch (const fpgallm::InputError& e) {
+          // The engine names the prompt as the command line's -i.
+          if (e.source() != "-i") throw;
+          throw fpgallm::InputError("prompt", e.problem());
         }
         return generation_dict(g);
       },
@@ -299,6 +410,11 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "perplexity",
       [](const model::Model& mdl, const model::Tokenizer& tok, const std::string& text, const py::object& quant) {
+        // As `fpgallm eval --text FILE` reads its file: UTF-8 without NUL bytes, not blank.
+        fpgallm::require_utf8_text(text, "text");
+        if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+          throw fpgallm::InputError("text", "is empty (one story per non-empty line)");
+        check_vocabulary(mdl, tok);
         engine::Perplexity p;
         const auto t = fp::transformer_for(mdl, quant);
         const bool held_out = fp::is_calibration_text(quant, text);
@@ -330,9 +446,9 @@ PYBIND11_MODULE(_core, m) {
   // ---- designs ----------------------------------------------------------------------------
   m.def(
       "load_design",
-      [](const std::string& path) {
+      [](const py::object& path) {
         nlohmann::json j;
-        arch::to_json(j, arch::load(path));
+        arch::to_json(j, arch::load(fp::path_arg(path, "path")));
         return to_python(j);
       },
       py::arg("path"), "Reads and validates design.json; returns it with every field resolved");
@@ -340,7 +456,7 @@ PYBIND11_MODULE(_core, m) {
       "design_problems",
       [](const py::dict& design) {
         arch::Design d;
-        arch::from_json(from_python(design), d);
+        read_design_dict(design, d);
         return d.problems();
       },
       py::arg("design"), "Problems of a design given as a dict (missing fields take defaults); [] when valid");
@@ -363,6 +479,13 @@ PYBIND11_MODULE(_core, m) {
       "predict",
       [](const py::object& mdl, const py::object& design, const std::string& device, const std::string& scheme,
          int batch, int prompt, int context) {
+        // The ranges of `fpgallm plan --batch/--prompt/--context`, in its words.
+        auto range = [](int v, int lo, int hi, const char* name) {
+          if (v < lo || v > hi) throw fpgallm::InputError(name, fmt::format("{} is not between {} and {}", v, lo, hi));
+        };
+        range(batch, 1, 4096, "batch");
+        range(prompt, 1, 1 << 20, "prompt");
+        range(context, 1, 1 << 20, "context");
         const model::Config config = config_of(mdl);
         const arch::Design d = design_of(design);
         const hw::Device& dev = hw::find_device(device.empty() ? d.device : device);
@@ -383,6 +506,9 @@ PYBIND11_MODULE(_core, m) {
       "simulate",
       [](const py::object& mdl, const py::object& design, const std::string& device, const std::string& stage,
          int prompt, int context) {
+        // `fpgallm simulate --prompt/--context` take positive numbers (context 0 here: the default).
+        if (prompt <= 0) throw fpgallm::InputError("prompt", fmt::format("{} must be above 0", prompt));
+        if (context < 0) throw fpgallm::InputError("context", fmt::format("{} is below the minimum 0", context));
         const model::Config config = config_of(mdl);
         const arch::Design d = design_of(design);
         const hw::Device& dev = hw::find_device(device.empty() ? d.device : device);
@@ -409,9 +535,11 @@ PYBIND11_MODULE(_core, m) {
   m.attr("INT8_MAX") = fp::kInt8Max;
   m.def(
       "quantize_rows",
-      [](const FloatArray& x) {
+      [](const py::object& x_arg) {
+        const FloatArray x = float_operand(x_arg, "x");
         require_2d(x, "x");
         const int rows = dim(x, 0), cols = dim(x, 1);
+        fp::check_finite(x.data(), static_cast<std::size_t>(x.size()), static_cast<std::size_t>(cols), "x");
         py::array_t<std::int8_t> q({rows, cols});
         py::array_t<float> scales(rows);
         const float* src = x.data();
@@ -426,10 +554,9 @@ PYBIND11_MODULE(_core, m) {
       py::arg("x"), "Symmetric int8 per row: returns (q int8 [rows, cols], scale float32 [rows])");
   m.def(
       "matmul_int8",
-      [](const Int8Array& a, const Int8Array& b, int threads) {
-        require_2d(a, "a");
-        require_2d(b, "b");
-        if (a.shape(1) != b.shape(1)) throw py::value_error("a and b must have the same number of columns");
+      [](const py::object& a_arg, const py::object& b_arg, int threads) {
+        const Int8Array a = int8_operand(a_arg, "a"), b = int8_operand(b_arg, "b");
+        require_operands(a, b, "a", "b");
         const int mr = dim(a, 0), nr = dim(b, 0), k = dim(a, 1);
         py::array_t<std::int32_t> acc({mr, nr});
         const std::int8_t *ad = a.data(), *bd = b.data();
@@ -441,11 +568,13 @@ PYBIND11_MODULE(_core, m) {
       py::arg("a"), py::arg("b"), py::arg("threads") = 0, "Exact int32 a @ b.T of int8 matrices");
   m.def(
       "matmul_int8_dequant",
-      [](const Int8Array& qa, const FloatArray& sa, const Int8Array& qb, const FloatArray& sb, int threads) {
-        require_2d(qa, "qa");
-        require_2d(qb, "qb");
-        if (qa.shape(1) != qb.shape(1)) throw py::value_error("qa and qb must have the same number of columns");
-        if (sa.size() != qa.shape(0) || sb.size() != qb.shape(0)) throw py::value_error("one scale per row");
+      [](const py::object& qa_arg, const py::object& sa_arg, const py::object& qb_arg, const py::object& sb_arg,
+         int threads) {
+        const Int8Array qa = int8_operand(qa_arg, "qa"), qb = int8_operand(qb_arg, "qb");
+        const FloatArray sa = float_operand(sa_arg, "sa"), sb = float_operand(sb_arg, "sb");
+        require_operands(qa, qb, "qa", "qb");
+        require_scales(sa, qa, "sa", "qa");
+        require_scales(sb, qb, "sb", "qb");
         const int mr = dim(qa, 0), nr = dim(qb, 0), k = dim(qa, 1);
         py::array_t<float> y({mr, nr});
         const std::int8_t *ad = qa.data(), *bd = qb.data();
@@ -459,12 +588,18 @@ PYBIND11_MODULE(_core, m) {
       "(float(qa @ qb.T) * sb[None, :]) * sa[:, None] in fp32 (docs/quantization.md section 4)");
   m.def(
       "linear_int8",
-      [](const FloatArray& a, const FloatArray& b, int threads) {
-        require_2d(a, "a");
-        require_2d(b, "b");
-        if (a.shape(1) != b.shape(1)) throw py::value_error("a and b must have the same number of columns");
+      [](const py::object& a_arg, const py::object& b_arg, int threads) {
+        const FloatArray a = float_operand(a_arg, "a"), b = float_operand(b_arg, "b");
+        require_operands(a, b, "a", "b");
         const int mr = dim(a, 0), nr = dim(b, 0), k = dim(a, 1);
+        fp::check_finite(a.data(), static_cast<std::size_t>(a.size()), static_cast<std::size_t>(k), "a");
+        fp::check_finite(b.data(), static_cast<std::size_t>(b.size()), static_cast<std::size_t>(k), "b");
         py::array_t<float> y({mr, nr});
+        fp::check_threads(threads);
+        if (k == 0) {  // the empty sum (the kernels are not invoked without columns)
+          std::fill(y.mutable_data(), y.mutable_data() + y.size(), 0.0f);
+          return y;
+        }
         const float *ad = a.data(), *bd = b.data();
         float* out = y.mutable_data();
         py::gil_scoped_release unlocked;
@@ -475,10 +610,9 @@ PYBIND11_MODULE(_core, m) {
       "a @ b.T on the int8 matrix unit: both quantized per row (along the contraction), int32 sums, fp32 out; a = activations, b = weights");
   m.def(
       "linear_fp32",
-      [](const FloatArray& a, const FloatArray& b) {
-        require_2d(a, "a");
-        require_2d(b, "b");
-        if (a.shape(1) != b.shape(1)) throw py::value_error("a and b must have the same number of columns");
+      [](const py::object& a_arg, const py::object& b_arg) {
+        const FloatArray a = float_operand(a_arg, "a"), b = float_operand(b_arg, "b");
+        require_operands(a, b, "a", "b");
         const int mr = dim(a, 0), nr = dim(b, 0), k = dim(a, 1);
         py::array_t<float> y({mr, nr});
         const float *ad = a.data(), *bd = b.data();
@@ -491,11 +625,12 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "linear_int8_reference",
-      [](const FloatArray& a, const FloatArray& b, int threads) {
-        require_2d(a, "a");
-        require_2d(b, "b");
-        if (a.shape(1) != b.shape(1)) throw py::value_error("a and b must have the same number of columns");
+      [](const py::object& a_arg, const py::object& b_arg, int threads) {
+        const FloatArray a = float_operand(a_arg, "a"), b = float_operand(b_arg, "b");
+        require_operands(a, b, "a", "b");
         const int mr = dim(a, 0), nr = dim(b, 0), k = dim(a, 1);
+        fp::check_finite(a.data(), static_cast<std::size_t>(a.size()), static_cast<std::size_t>(k), "a");
+        fp::check_finite(b.data(), static_cast<std::size_t>(b.size()), static_cast<std::size_t>(k), "b");
         py::array_t<float> y({mr, nr});
         const float *ad = a.data(), *bd = b.data();
         float* out = y.mutable_data();

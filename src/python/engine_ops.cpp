@@ -5,11 +5,15 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdint>
+#include <fmt/format.h>
 #include <string>
 #include <vector>
 
 #include "engine/transformer.hpp"
+#include "python/arguments.hpp"
 #include "python/modules.hpp"
 
 namespace py = pybind11;
@@ -32,12 +36,41 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw py::value_error(what);
 }
 
+// A float operand: real numbers (a complex array would lose its imaginary part), every
+// dimension within int.
+FloatArray floats(const py::object& o, const std::string& name) {
+  if (o.is_none()) throw py::type_error(name + ": expected an array of real numbers, got None");
+  check_real(o, name);
+  FloatArray a = FloatArray::ensure(o);
+  if (!a) {
+    PyErr_Clear();
+    throw py::type_error(name + ": expected an array of real numbers, got " + type_name(o));
+  }
+  check_dims(a, name);
+  return a;
+}
+
+// Token positions: integers 0..2^31-1 (the engine's int positions), one per token.
+IntArray positions_of(const py::object& o, const std::string& name) {
+  if (o.is_none()) throw py::type_error(name + ": expected an array of integer positions, got None");
+  check_integers(o, name);
+  IntArray p = IntArray::ensure(o);
+  if (!p) {
+    PyErr_Clear();
+    throw py::type_error(name + ": expected an array of integer positions, got " + type_name(o));
+  }
+  return p;
+}
+
 }  // namespace
 
 void bind_engine_ops(py::module_& m) {
   m.def(
       "rmsnorm",
-      [](const FloatArray& x, const FloatArray& weight, float eps) {
+      [](const py::object& x_arg, const py::object& weight_arg, float eps) {
+        const FloatArray x = floats(x_arg, "rmsnorm: x"), weight = floats(weight_arg, "rmsnorm: weight");
+        // A model's norm_eps must be (model::Config::invalid_reason's words).
+        require(std::isfinite(eps) && eps > 0, fmt::format("rmsnorm: eps {} must be finite and positive", eps));
         require(x.ndim() >= 1 && weight.ndim() == 1 && x.shape(x.ndim() - 1) == weight.shape(0),
                 "rmsnorm: x [..., n] and weight [n]");
         const int n = static_cast<int>(weight.shape(0));
@@ -53,12 +86,19 @@ void bind_engine_ops(py::module_& m) {
 
   m.def(
       "rope",
-      [](const FloatArray& x, const IntArray& positions, float theta) {
+      [](const py::object& x_arg, const py::object& positions_arg, float theta) {
+        const FloatArray x = floats(x_arg, "rope: x");
+        const IntArray positions = positions_of(positions_arg, "rope: positions");
+        // A model's rope_theta must be (model::Config::invalid_reason's words).
+        require(std::isfinite(theta) && theta > 0, fmt::format("rope: theta {} must be finite and positive", theta));
         require(x.ndim() == 4, "rope: x must be [batch, tokens, heads, head_dim]");
         const py::ssize_t batch = x.shape(0), tokens = x.shape(1);
         const int width = static_cast<int>(x.shape(2) * x.shape(3)), head_size = static_cast<int>(x.shape(3));
         require(head_size % 2 == 0, "rope: head_dim must be even");
         require(positions.ndim() == 1 && positions.shape(0) == tokens, "rope: one position per token");
+        for (py::ssize_t t = 0; t < tokens; ++t)
+          require(positions.data()[t] >= 0 && positions.data()[t] <= INT_MAX,
+                  fmt::format("rope: positions[{}] = {} is outside 0..{}", t, positions.data()[t], INT_MAX));
         FloatArray y = same_shape(x);
         std::copy(x.data(), x.data() + x.size(), y.mutable_data());
         float* yd = y.mutable_data();
@@ -74,7 +114,11 @@ void bind_engine_ops(py::module_& m) {
 
   m.def(
       "attention",
-      [](const FloatArray& q, const FloatArray& keys, const FloatArray& values, const IntArray& positions) {
+      [](const py::object& q_arg, const py::object& keys_arg, const py::object& values_arg,
+         const py::object& positions_arg) {
+        const FloatArray q = floats(q_arg, "attention: q"), keys = floats(keys_arg, "attention: keys"),
+                         values = floats(values_arg, "attention: values");
+        const IntArray positions = positions_of(positions_arg, "attention: positions");
         require(q.ndim() == 4 && keys.ndim() == 4 && values.ndim() == 4,
                 "attention: q [batch, tokens, heads, head_dim], keys and values [batch, keys, kv_heads, head_dim]");
         const py::ssize_t batch = q.shape(0), tokens = q.shape(1), n_keys = keys.shape(1);
@@ -111,7 +155,9 @@ void bind_engine_ops(py::module_& m) {
 
   m.def(
       "swiglu",
-      [](const FloatArray& gate, const FloatArray& up) {
+      [](const py::object& gate_arg, const py::object& up_arg) {
+        const FloatArray gate = floats(gate_arg, "swiglu: gate"), up = floats(up_arg, "swiglu: up");
+        require(gate.size() <= INT_MAX, "swiglu: more than 2^31-1 elements");
         require(gate.ndim() == up.ndim() && gate.size() == up.size(), "swiglu: gate and up must have one shape");
         for (py::ssize_t i = 0; i < gate.ndim(); ++i) require(gate.shape(i) == up.shape(i), "swiglu: gate and up must have one shape");
         FloatArray y = same_shape(gate);

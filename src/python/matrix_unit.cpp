@@ -30,13 +30,17 @@ __attribute__((target_clones("avx2", "default"))) std::int32_t dot_int8(const st
 constexpr int kMaxThreads = 1024;
 
 int thread_count(int threads, long work) {
-  if (threads < 0 || threads > kMaxThreads)
-    throw std::invalid_argument("threads=" + std::to_string(threads) + " must be 0 (every core) or 1.." + std::to_string(kMaxThreads));
+  check_threads(threads);
   if (work < 65536) return 1;
   return threads > 0 ? threads : 0;
 }
 
 }  // namespace
+
+void check_threads(int threads) {
+  if (threads < 0 || threads > kMaxThreads)
+    throw std::invalid_argument("threads=" + std::to_string(threads) + " must be 0 (every core) or 1.." + std::to_string(kMaxThreads));
+}
 
 void quantize_rows(const float* x, int rows, int cols, std::int8_t* q, float* scales) {
   for (int r = 0; r < rows; ++r) {

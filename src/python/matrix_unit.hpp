@@ -23,6 +23,9 @@ namespace fpgallm_python {
 
 constexpr int kInt8Max = 127;
 
+// Throws std::invalid_argument (a ValueError in Python) unless 0 <= threads <= 1024.
+void check_threads(int threads);
+
 // Quantizes `rows` rows of `cols` floats; q[rows*cols], scales[rows].
 void quantize_rows(const float* x, int rows, int cols, std::int8_t* q, float* scales);
 

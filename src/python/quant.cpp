@@ -14,6 +14,7 @@
 
 #include "calib/calib.hpp"
 #include "calib/simulated.hpp"
+#include "python/arguments.hpp"
 #include "python/modules.hpp"
 #include "util/error.hpp"
 
@@ -41,9 +42,13 @@ void check_shape(const model::Model& m, const QuantModelView& q, const std::stri
 
 // The flow of `fpgallm quantize`, with the same arguments and the same refusal when a
 // mixed plan misses its budget.
-QuantModelHandle quantize(const model::Model& m, const model::Tokenizer& tok, const std::string& calib_path,
+QuantModelHandle quantize(const model::Model& m, const model::Tokenizer& tok, const py::object& calib_arg,
                           const std::string& scheme, int group, float alpha, double budget_percent, bool kv8,
                           std::size_t sensitivity_tokens) {
+  const std::string calib_path = path_arg(calib_arg, "calib");
+  if (tok.vocab_size() != m.config.vocab_size)
+    throw fpgallm::InputError("tokenizer", fmt::format("has {} tokens but the model's vocabulary has {}", tok.vocab_size(),
+                                                       m.config.vocab_size));
   calib::QuantizeOptions opt;
   opt.scheme = quant::scheme_from_string(scheme);
   if (opt.scheme == quant::Scheme::fp32) throw fpgallm::InputError("scheme", "fp32 is the reference, not a quantization");
@@ -107,16 +112,25 @@ py::dict linear_dict(const quant::QuantLinear& l) {
 
 }  // namespace
 
+// quant: None or a QuantModel (a TypeError naming it otherwise, not pybind11's failed cast).
+static const QuantModelView* quant_of(const py::object& quant) {
+  if (quant.is_none()) return nullptr;
+  if (!py::isinstance<QuantModelView>(quant))
+    throw py::type_error("quant: expected a QuantModel (fpgallm.quantize or fpgallm.load_quant) or None, got " +
+                         type_name(quant));
+  return &quant.cast<const QuantModelView&>();
+}
+
 std::unique_ptr<engine::Transformer> transformer_for(const model::Model& m, const py::object& quant) {
   if (quant.is_none()) return std::make_unique<engine::Transformer>(m);
-  const auto& q = quant.cast<const QuantModelView&>();
+  const auto& q = *quant_of(quant);
   check_shape(m, q, "quant");
   return std::make_unique<calib::SimulatedTransformer>(q.base, q.qm.plan, q.qm.linears);
 }
 
 bool is_calibration_text(const py::object& quant, const std::string& text) {
   if (quant.is_none()) return false;
-  const auto& q = quant.cast<const QuantModelView&>();
+  const auto& q = *quant_of(quant);
   return q.qm.calibration_fnv1a != 0 && quant::fnv1a64(text) == q.qm.calibration_fnv1a;
 }
 
@@ -141,7 +155,8 @@ void bind_quant(py::module_& m) {
           "The fp32 Model with the dequantized weights (and folded norms when smoothed)")
       .def(
           "save",
-          [](const QuantModelView& q, const std::string& path) {
+          [](const QuantModelView& q, const py::object& path_obj) {
+            const std::string path = path_arg(path_obj, "path");
             py::gil_scoped_release unlocked;
             quant::save_gguf(q.qm, path, q.tokenizer ? &*q.tokenizer : nullptr);
           },
@@ -178,7 +193,10 @@ void bind_quant(py::module_& m) {
         "budget: mixed scheme, max perplexity increase in percent.");
   m.def(
       "load_quant",
-      [](const std::string& path, const py::object& mdl) {
+      [](const py::object& path_obj, const py::object& mdl) {
+        if (!mdl.is_none() && !py::isinstance<model::Model>(mdl))
+          throw py::type_error("model: expected a Model or None, got " + type_name(mdl));
+        const std::string path = path_arg(path_obj, "path");
         QuantModelHandle h;
         {
           py::gil_scoped_release unlocked;
