@@ -12,18 +12,12 @@
 #if FPGALLM_HAVE_KERNELS
 #include "kernels/matrix_unit.hpp"
 #include "kernels/vector_unit.hpp"
+#include "quant/quant.hpp"
 #endif
 
 namespace fpgallm_python {
 
 namespace {
-
-__attribute__((target_clones("avx2", "default"))) std::int32_t dot_int8(const std::int8_t* a, const std::int8_t* b,
-                                                                          int k) {
-  std::int32_t acc = 0;
-  for (int j = 0; j < k; ++j) acc += static_cast<std::int32_t>(a[j]) * static_cast<std::int32_t>(b[j]);
-  return acc;
-}
 
 // The most threads a call may ask for: far above any machine's cores, far below what
 // creating threads could survive.
@@ -71,7 +65,7 @@ void matmul_int8_int32(const std::int8_t* a, const std::int8_t* b, std::int32_t*
   for (int m = 0; m < m_rows; ++m)
     for (int n = 0; n < n_rows; ++n)
       acc[static_cast<std::size_t>(m) * n_rows + n] =
-          dot_int8(a + static_cast<std::size_t>(m) * k, b + static_cast<std::size_t>(n) * k, k);
+          quant::dot_int8(a + static_cast<std::size_t>(m) * k, b + static_cast<std::size_t>(n) * k, k);
 }
 
 void matmul_int8_dequant(const std::int8_t* qa, const float* sa, const std::int8_t* qb, const float* sb, float* y,
@@ -81,7 +75,7 @@ void matmul_int8_dequant(const std::int8_t* qa, const float* sa, const std::int8
 #pragma omp parallel for schedule(static) if (t != 1) num_threads(t > 0 ? t : omp_get_max_threads())
   for (int m = 0; m < m_rows; ++m)
     for (int n = 0; n < n_rows; ++n) {
-      const std::int32_t acc = dot_int8(qa + static_cast<std::size_t>(m) * k, qb + static_cast<std::size_t>(n) * k, k);
+      const std::int32_t acc = quant::dot_int8(qa + static_cast<std::size_t>(m) * k, qb + static_cast<std::size_t>(n) * k, k);
       y[static_cast<std::size_t>(m) * n_rows + n] = (static_cast<float>(acc) * sb[n]) * sa[m];
     }
 }

@@ -105,6 +105,9 @@ std::vector<std::uint16_t> to_f16(std::span<const float> w);
 
 // ---- activations and the integer products (section 3-4) ----
 
+// sum a[j] * b[j] over j < n in int32 (exact): the integer products' dot, vectorized for
+// AVX2 where the CPU has it.
+std::int32_t dot_int8(const std::int8_t* a, const std::int8_t* b, int n);
 // Dynamic per-token int8: writes codes, returns s_x.
 float quantize_activation_dynamic(std::span<const float> x, std::span<std::int8_t> q);
 // Static: codes for a fixed s_x (saturating).

@@ -232,12 +232,17 @@ void quantize_activation_static(std::span<const float> x, float s_x, std::span<s
   for (std::size_t i = 0; i < x.size(); ++i) q[i] = static_cast<std::int8_t>(round_saturate(x[i] * inv, kInt8Max));
 }
 
+__attribute__((target_clones("avx2", "default"))) std::int32_t dot_int8(const std::int8_t* a, const std::int8_t* b,
+                                                                          int n) {
+  std::int32_t acc = 0;
+  for (int j = 0; j < n; ++j) acc += static_cast<std::int32_t>(a[j]) * static_cast<std::int32_t>(b[j]);
+  return acc;
+}
+
 void linear_w8a8(const Int8Matrix& w, const std::int8_t* qx, float s_x, float* y) {
 #pragma omp parallel for schedule(static) if (static_cast<long>(w.rows) * w.cols > 65536)
   for (int r = 0; r < w.rows; ++r) {
-    const std::int8_t* q = w.q.data() + static_cast<std::size_t>(r) * w.cols;
-    std::int32_t acc = 0;
-    for (int c = 0; c < w.cols; ++c) acc += static_cast<std::int32_t>(q[c]) * qx[c];
+    const std::int32_t acc = dot_int8(w.q.data() + static_cast<std::size_t>(r) * w.cols, qx, w.cols);
     y[r] = (static_cast<float>(acc) * w.scale[static_cast<std::size_t>(r)]) * s_x;
   }
 }
@@ -268,9 +273,7 @@ void linear_w8a8_rows(const Int8Matrix& w, const std::int8_t* qx, const float* s
     const std::int8_t* q = w.q.data() + static_cast<std::size_t>(r) * w.cols;
     const float s_w = w.scale[static_cast<std::size_t>(r)];
     for (int i = 0; i < n; ++i) {
-      const std::int8_t* x = qx + static_cast<std::size_t>(i) * w.cols;
-      std::int32_t acc = 0;
-      for (int c = 0; c < w.cols; ++c) acc += static_cast<std::int32_t>(q[c]) * x[c];
+      const std::int32_t acc = dot_int8(q, qx + static_cast<std::size_t>(i) * w.cols, w.cols);
       y[static_cast<std::size_t>(i) * ldy + r] = (static_cast<float>(acc) * s_w) * s_x[i];
     }
   }
@@ -294,8 +297,7 @@ void linear_w4a8_rows(const Int4Matrix& w, const std::int8_t* qx, const float* s
       float sum = 0.0f;
       for (int k = 0; k < G; ++k) {
         const int c0 = k * w.group, c1 = std::min(w.cols, c0 + w.group);
-        std::int32_t acc = 0;
-        for (int c = c0; c < c1; ++c) acc += static_cast<std::int32_t>(codes[static_cast<std::size_t>(c)]) * x[c];
+        const std::int32_t acc = dot_int8(codes.data() + c0, x + c0, c1 - c0);
         sum = sum + static_cast<float>(acc) * model::gguf::fp16_to_float(scales[k]);
       }
       y[static_cast<std::size_t>(i) * ldy + r] = sum * s_x[i];
