@@ -3,20 +3,22 @@
 # runs each fuzzer for a few thousand inputs. Usage: fuzz/run.sh [BUILD_DIR] [--build-only]
 # Environment: FUZZ_RUNS (default 3000), FUZZ_SECONDS per fuzzer (default 20), FUZZ_TARGETS
 # (default: the checkpoint readers llama2c gguf safetensors tokenizer; the parsers are
-# design results_csv text hf_config tokenizer_json).
+# design results_csv text hf_config tokenizer_json), FUZZ_JOBS (parallel compile jobs for the
+# build, default nproc; 1 on a shared machine).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build-fuzz}
 build_only=${2:-}
 runs=${FUZZ_RUNS:-3000}
 seconds=${FUZZ_SECONDS:-20}
+jobs=${FUZZ_JOBS:-$(nproc)}
 cxx=${FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}
 if [ -z "$cxx" ]; then
   echo "fuzz/run.sh: clang++ not found (scripts/install-deps.sh installs clang)" >&2
   exit 1
 fi
 cmake -S "$here" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+cmake --build "$build" -j "$jobs"
 [ "$build_only" = "--build-only" ] && exit 0
 
 corpus="$build/corpus"
