@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -19,7 +20,7 @@ namespace cli {
 std::string design_help() {
   const arch::Design d;
   return fmt::format("design.json of the accelerator for --backend accel (default: a {}x{} matrix unit of {}-bit MACs at "
-                     "{:.0f} MHz, {} vector lanes, one card; a file may set only the fields it changes)",
+                     "{:.0f} MHz, {} vector lanes, one card; 4-bit weights when --quant holds int4 layers, the KV cache as --quant's plan stores it)",
                      d.matrix_unit.rows, d.matrix_unit.cols, d.matrix_unit.weight_bits, d.clock_mhz, d.vector_unit.lanes);
 }
 
@@ -109,6 +110,14 @@ std::unique_ptr<AccelBackend> make_accel(const model::Model& m, const std::strin
                                                           "describes all the cards)", b->design_source, r));
   }
   quant::QuantModel whole = load_checked(m, qfile);
+  if (path.empty()) {
+    // The default design runs what the file holds: 4-bit weight operands for int4 layers,
+    // the KV cache in int8 only when the plan quantizes it.
+    if (std::any_of(whole.plan.layers.begin(), whole.plan.layers.end(),
+                    [](const quant::LayerPlan& l) { return l.weight == quant::WeightFormat::int4; }))
+      b->design.matrix_unit.weight_bits = 4;
+    b->design.kv_bits = whole.plan.kv8 ? 8 : 32;
+  }
   if (auto p = engine::accel_problems(whole, b->design); !p.empty()) throw fpgallm::InputError(b->design_source, p.front());
   b->whole_weight_bytes = engine::resident_weight_bytes(whole);
   if (cards == 1) {

@@ -1,5 +1,6 @@
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
@@ -7,21 +8,25 @@
 
 #include "cli/command.hpp"
 #include "util/output.hpp"
+#include "calib/calib.hpp"
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
 #include "model/save.hpp"
+#include "quant/quant.hpp"
+#include "train/qat.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 
 namespace {
 
 struct TrainArgs {
-  std::string model, data, tokenizer, out, backend = "ref";
-  int steps = 200, batch = 8, seq = 64, eval_every = 25;
+  // lr, weight_decay and schedule: empty/NaN until given; the defaults depend on --qat.
+  std::string model, data, tokenizer, out, backend = "ref", schedule, qat, loss;
+  int steps = 200, batch = 8, seq = 64, eval_every = 25, warmup = 0, group = 0;  // group 0: --qat's default, 32
   std::size_t heldout_tokens = 0;
-  double lr = 1e-5, weight_decay = 0.1, clip = 1.0, beta1 = 0.9, beta2 = 0.95;
+  double lr = std::nan(""), weight_decay = std::nan(""), clip = 1.0, beta1 = 0.9, beta2 = 0.95;
   std::uint64_t seed = 1;
-  bool json = false;
+  bool json = false, generated = false;
 };
 
 // In the input's format (llama2.c .bin, GGUF, or a safetensors folder), fp32 tensors; the
@@ -30,12 +35,24 @@ void write_checkpoint(const model::Model& m, const model::Tokenizer& tok, const 
   model::save(m, path, m.source_format, "f32", &tok);
 }
 
-void run_train(const TrainArgs& a) {
+// Fine-tuning: a small constant rate with weight decay. QAT (measured on stories260K w4a8,
+// docs/training.md): a cosine from 3e-4 and no decay, which would pull the fp32 master
+// weights away from the model being matched.
+TrainArgs with_defaults(TrainArgs a) {
+  const bool qat = !a.qat.empty();
+  if (std::isnan(a.lr)) a.lr = qat ? 3e-4 : 1e-5;
+  if (std::isnan(a.weight_decay)) a.weight_decay = qat ? 0.0 : 0.1;
+  if (a.schedule.empty()) a.schedule = qat ? "cosine" : "constant";
+  return a;
+}
+
+void run_train(const TrainArgs& given) {
+  const TrainArgs a = with_defaults(given);
   // The checkpoint goes in the input's format: a folder for a safetensors folder.
   struct stat st {};
   const bool folder = ::stat(a.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   if (!a.out.empty())
-    fpgallm::check_output(a.out, folder ? fpgallm::OutputKind::folder : fpgallm::OutputKind::file,
+    fpgallm::check_output(a.out, folder && a.qat.empty() ? fpgallm::OutputKind::folder : fpgallm::OutputKind::file,
                           {a.model, a.data, a.tokenizer});
   model::Model m = model::load(a.model);
   if (!m.has_weights()) throw fpgallm::InputError(a.model, "has no weights (a preset cannot be trained; use fpgallm synth)");
@@ -45,7 +62,8 @@ void run_train(const TrainArgs& a) {
   if (a.seq > m.config.seq_len)
     throw fpgallm::InputError("--seq", fmt::format("{} is longer than the model's context {}", a.seq, m.config.seq_len));
   const model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);
-  const train::TextData data = train::split_text(tok, engine::read_text_file(a.data), a.seq, a.data);
+  const std::string text = engine::read_text_file(a.data);
+  const train::TextData data = train::split_text(tok, text, a.seq, a.data);
 
   train::TrainOptions o;
   o.steps = a.steps, o.batch = a.batch, o.seq = a.seq, o.eval_every = a.eval_every, o.seed = a.seed;
@@ -53,13 +71,36 @@ void run_train(const TrainArgs& a) {
   o.backend = train::backend_from_string(a.backend);
   o.adamw.lr = a.lr, o.adamw.weight_decay = a.weight_decay, o.adamw.clip_norm = a.clip;
   o.adamw.beta1 = a.beta1, o.adamw.beta2 = a.beta2;
+  o.schedule = train::lr_schedule_from_string(a.schedule);
+  o.warmup = a.warmup;
+  if (a.warmup > a.steps)
+    throw fpgallm::InputError("--warmup", fmt::format("{} steps is more than --steps {}", a.warmup, a.steps));
+  if (a.qat.empty() && a.group != 0) throw fpgallm::InputError("--group", "is --qat's int4 group size: use it with --qat");
+  const int group = a.group != 0 ? a.group : 32;
+  if (!a.qat.empty()) {
+    const quant::Scheme scheme = quant::scheme_from_string(a.qat);
+    if (o.backend != train::Backend::ref)
+      throw fpgallm::InputError("--backend", "--qat runs its products in fp32 on the rounded values: use --backend ref");
+    o.qat = quant::uniform_plan(m.config, scheme, group);
+  }
+  o.generated = a.generated;
+  if (a.generated && a.loss == "text")
+    throw fpgallm::InputError("--generated", "the model's own samples have no text to predict: use it with --loss distill");
+  o.distill = a.generated || (a.loss.empty() ? (a.qat.empty() ? "text" : "distill") : a.loss) == "distill";
+  // The starting model: the quantized file's fp32 reference.
+  const std::optional<model::Model> original = o.qat ? std::optional(m) : std::nullopt;
 
   if (!a.json) {
     std::printf("training %s on %s: %zu train stories (%zu tokens), %zu held-out stories (%zu tokens)\n", a.model.c_str(),
                 a.data.c_str(), data.train_stories, data.train.size(), data.heldout_stories, data.heldout.size());
-    std::printf("backend %s, %d steps of batch %d x seq %d, AdamW lr %g betas (%g, %g) weight decay %g, clip %g, seed %llu\n",
-                a.backend.c_str(), a.steps, a.batch, a.seq, a.lr, a.beta1, a.beta2, a.weight_decay, a.clip,
-                static_cast<unsigned long long>(a.seed));
+    std::printf("backend %s, %d steps of batch %d x seq %d, AdamW lr %g (%s, %d warm-up) betas (%g, %g) weight decay %g, clip %g, seed %llu\n",
+                a.backend.c_str(), a.steps, a.batch, a.seq, a.lr, a.schedule.c_str(), a.warmup, a.beta1, a.beta2,
+                a.weight_decay, a.clip, static_cast<unsigned long long>(a.seed));
+    std::printf("loss: %s, on %s\n", o.distill ? "KL divergence against the starting model's fp32 probabilities" : "cross-entropy",
+                o.generated ? "sequences the starting model samples" : "windows of the training half");
+    if (o.qat)
+      std::printf("quantization-aware: forward on %s weights (group %d) and activations; losses are the quantized model's\n",
+                  a.qat.c_str(), group);
     std::printf("%6s  %10s  %12s  %9s\n", "step", "train loss", "held-out loss", "grad norm");
     std::fflush(stdout);
   }
@@ -73,7 +114,33 @@ void run_train(const TrainArgs& a) {
   auto on_step = [&](int step, int steps) { progress.update(static_cast<std::size_t>(step), static_cast<std::size_t>(steps)); };
   const train::TrainResult r = train::fine_tune(m, data, o, on_point, on_step);
   progress.finish();
-  if (!a.out.empty()) write_checkpoint(m, tok, a.out);
+  nlohmann::json exported;
+  if (o.qat) {
+    // The trained master weights quantized by the plan the forward pass trained on, scored
+    // as quantize scores: on the held-out half of the same text against the starting fp32.
+    quant::QuantModel qm = quant::quantize_model(m, *o.qat);
+    qm.calibration_file = a.data;
+    qm.calibration_fnv1a = quant::fnv1a64(text);
+    if (!a.out.empty()) {
+      const bool bpe = m.bpe_tokenizer && a.tokenizer.empty();
+      quant::save_gguf(qm, a.out, bpe ? nullptr : &tok, bpe ? m.bpe_tokenizer.get() : nullptr);
+    }
+    const calib::Split split = calib::split_text(tok, text, a.data);
+    engine::Transformer reference(*original);
+    const engine::Perplexity fp = engine::perplexity(reference, split.held_out);
+    const engine::Perplexity qp = calib::evaluate(qm, split.held_out);
+    exported = {{"scheme", a.qat},
+                {"group", group},
+                {"held_out_tokens", qp.tokens},
+                {"fp32_perplexity", fp.perplexity},
+                {"fp32_perplexity_err", fp.perplexity_err},
+                {"perplexity", qp.perplexity},
+                {"perplexity_err", qp.perplexity_err},
+                {"rel_increase", qp.perplexity / fp.perplexity - 1},
+                {"linear_weight_bytes", qm.linear_weight_bytes()}};
+  } else if (!a.out.empty()) {
+    write_checkpoint(m, tok, a.out);
+  }
 
   const double first = r.curve.front().heldout_loss, last = r.curve.back().heldout_loss;
   if (a.json) {
@@ -90,6 +157,11 @@ void run_train(const TrainArgs& a) {
                      {"weight_decay", a.weight_decay},
                      {"clip_norm", a.clip},
                      {"seed", a.seed},
+                     {"lr_schedule", a.schedule},
+                     {"warmup", a.warmup},
+                     {"loss", o.distill ? "distill" : "text"},
+                     {"generated", o.generated},
+                     {"qat", exported.is_null() ? nlohmann::json(nullptr) : exported},
                      {"train_tokens", data.train.size()},
                      {"heldout_tokens", r.heldout_tokens},
                      {"heldout_loss_initial", first},
@@ -101,7 +173,13 @@ void run_train(const TrainArgs& a) {
   } else {
     std::printf("held-out loss %.4f -> %.4f (%+.4f) over %zu tokens; %.1f s, %.3g matrix-product MACs through the %s backend\n",
                 first, last, last - first, r.heldout_tokens, r.seconds, static_cast<double>(r.macs), a.backend.c_str());
-    if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
+    if (!exported.is_null())
+      std::printf("%s g%d: held-out perplexity %.4f +/- %.4f, fp32 %.4f +/- %.4f (%+.2f%%) over %zu tokens, %llu linear weight bytes\n",
+                  a.qat.c_str(), group, exported["perplexity"].get<double>(), exported["perplexity_err"].get<double>(),
+                  exported["fp32_perplexity"].get<double>(), exported["fp32_perplexity_err"].get<double>(),
+                  100 * exported["rel_increase"].get<double>(), exported["held_out_tokens"].get<std::size_t>(),
+                  static_cast<unsigned long long>(exported["linear_weight_bytes"].get<std::uint64_t>()));
+    if (!a.out.empty()) std::printf("wrote %s%s\n", a.out.c_str(), o.qat ? " (quantized GGUF, as fpgallm quantize writes)" : "");
   }
 }
 
@@ -116,8 +194,8 @@ void setup(CLI::App& root) {
   cmd->add_option("--steps", a->steps, "Optimizer steps (default 200)")->check(cli::kNonNegative);
   cmd->add_option("--batch", a->batch, "Sequences per step (default 8)")->check(CLI::Range(1, 4096));
   cmd->add_option("--seq", a->seq, "Tokens per sequence (default 64)")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--lr", a->lr, "AdamW learning rate (default 1e-5, constant: a fine-tuning rate; use ~1e-3 from synth weights)")->check(cli::kPositive);
-  cmd->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay on matrices and embeddings (default 0.1)")->check(cli::kNonNegative);
+  cmd->add_option("--lr", a->lr, "AdamW (peak) learning rate (default 1e-5, a fine-tuning rate; 3e-4 with --qat; use ~1e-3 from synth weights)")->check(cli::kPositive);
+  cmd->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay on matrices and embeddings (default 0.1; 0 with --qat)")->check(cli::kNonNegative);
   cmd->add_option("--clip", a->clip, "Global gradient-norm clip (default 1.0; 0 = off)")->check(cli::kNonNegative);
   cmd->add_option("--beta1", a->beta1, "AdamW beta1 (default 0.9)")->check(cli::between(0.0, 0.999999));
   cmd->add_option("--beta2", a->beta2, "AdamW beta2 (default 0.95)")->check(cli::between(0.0, 0.999999));
@@ -127,7 +205,22 @@ void setup(CLI::App& root) {
   cmd->add_option("--heldout-tokens", a->heldout_tokens, "Evaluate on the first N held-out tokens (default 0 = all)");
   cmd->add_option("--seed", a->seed, "Seed of the batch sampler (default 1)");
   cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
-  cmd->add_option("-o,--output", a->out, "Write the trained checkpoint here, in the input's format (llama2.c .bin, .gguf, safetensors folder)");
+  cmd->add_option("--lr-schedule", a->schedule, "constant, or cosine from --lr down to --lr / 10 (default constant; cosine with --qat)")
+      ->check(CLI::IsMember({"constant", "cosine"}));
+  cmd->add_option("--warmup", a->warmup, "Steps of linear learning-rate warm-up (default 0)")->check(cli::kNonNegative);
+  cmd->add_option("--qat", a->qat,
+                  "Quantization-aware training for this scheme (w8a8, w4a8, w4a16): forward on the fake-quantized model, "
+                  "straight-through gradients; -o writes the quantized GGUF")
+      ->check(CLI::IsMember({"w8a8", "w4a8", "w4a16"}));
+  cmd->add_option("--group", a->group, "int4 group size of --qat (default 32)")->check(CLI::IsMember({32, 64, 128}));
+  cmd->add_option("--loss", a->loss, "text (cross-entropy) or distill (KL against the starting fp32 model; the default with --qat)")
+      ->check(CLI::IsMember({"text", "distill"}));
+  cmd->add_flag("--generated", a->generated,
+               "Train on sequences the starting model samples (temperature 1, from BOS; data-free distillation as in "
+               "LLM-QAT) instead of the text's training half, which then only gives the held-out loss");
+  cmd->add_option("-o,--output", a->out,
+                  "Write the trained checkpoint here, in the input's format (llama2.c .bin, .gguf, safetensors folder); with --qat, "
+                  "the quantized GGUF");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run_train(*a); });
 }

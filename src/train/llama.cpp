@@ -157,6 +157,7 @@ void Llama<T>::resize(int batch, int seq) {
     a.h1.resize(N * H), a.h3.resize(N * H), a.hg.resize(N * H);
   }
   x_final_.resize(N * D), rf_.resize(N), xnf_.resize(N * D), logits_.resize(N * V), probs_.resize(N * V);
+  log_sum_exp_.resize(N);
   rope_tables(seq);
 }
 
@@ -186,6 +187,7 @@ double Llama<T>::forward(const Params<T>& p, const Batch& b, Matmul<T>& mm) {
     auto& a = acts_[static_cast<std::size_t>(l)];
     a.x_in = x;
     rmsnorm_rows(x.data(), w.attn_norm.data(), a.xn1.data(), a.r1.data(), N, D, eps);
+    if (round_linear_inputs) round_linear_inputs(a.xn1.data(), N, D);
     mm.gemm(linear_fwd(a.xn1.data(), w.wq.data(), a.q.data(), N, Q, D));
     mm.gemm(linear_fwd(a.xn1.data(), w.wk.data(), a.k.data(), N, KV, D));
     mm.gemm(linear_fwd(a.xn1.data(), w.wv.data(), a.v.data(), N, KV, D));
@@ -226,21 +228,25 @@ double Llama<T>::forward(const Params<T>& p, const Batch& b, Matmul<T>& mm) {
         mm.gemm(pv);
       }
 
+    if (round_linear_inputs) round_linear_inputs(a.att.data(), N, Q);
     mm.gemm(linear_fwd(a.att.data(), w.wo.data(), y.data(), N, D, Q));
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
     a.x_mid = x;
     rmsnorm_rows(x.data(), w.ffn_norm.data(), a.xn2.data(), a.r2.data(), N, D, eps);
+    if (round_linear_inputs) round_linear_inputs(a.xn2.data(), N, D);
     mm.gemm(linear_fwd(a.xn2.data(), w.w1.data(), a.h1.data(), N, H, D));
     mm.gemm(linear_fwd(a.xn2.data(), w.w3.data(), a.h3.data(), N, H, D));
     for (std::size_t i = 0; i < a.hg.size(); ++i) {
       const T g = a.h1[i];
       a.hg[i] = g * sigmoid(g) * a.h3[i];
     }
+    if (round_linear_inputs) round_linear_inputs(a.hg.data(), N, H);
     mm.gemm(linear_fwd(a.hg.data(), w.w2.data(), y.data(), N, D, H));
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }
   x_final_ = x;
   rmsnorm_rows(x.data(), p.final_norm.data(), xnf_.data(), rf_.data(), N, D, eps);
+  if (round_linear_inputs) round_linear_inputs(xnf_.data(), N, D);
   const std::vector<T>& cls = p.classifier.empty() ? p.token_embedding : p.classifier;
   mm.gemm(linear_fwd(xnf_.data(), cls.data(), logits_.data(), N, V, D));
 
@@ -259,6 +265,7 @@ double Llama<T>::forward(const Params<T>& p, const Batch& b, Matmul<T>& mm) {
       sum += pr[j];
     }
     for (int j = 0; j < V; ++j) pr[j] /= sum;
+    log_sum_exp_[static_cast<std::size_t>(n)] = static_cast<double>(std::log(sum) + mx);
     nll[static_cast<std::size_t>(n)] = static_cast<double>(std::log(sum) + mx - z[target]);
   }
   double total = 0;
@@ -267,22 +274,12 @@ double Llama<T>::forward(const Params<T>& p, const Batch& b, Matmul<T>& mm) {
 }
 
 template <typename T>
-void Llama<T>::backward(const Params<T>& p, const Batch& b, Matmul<T>& mm, Params<T>& grad) {
+void Llama<T>::backward(const Params<T>& p, const Batch& b, Matmul<T>& mm, Params<T>& grad, std::vector<T> dlogits) {
   const int N = B_ * L_, D = c_.dim, hs = c_.head_dim(), Q = c_.n_heads * hs, KV = c_.kv_dim(), H = c_.hidden_dim,
             V = c_.vocab_size;
   const int kv_mul = c_.n_heads / c_.n_kv_heads;
   const T inv_sqrt = T(1) / std::sqrt(static_cast<T>(hs));
   const bool shared = p.classifier.empty();
-
-  // d loss / d logits = (softmax - onehot) / N.
-  std::vector<T> dlogits(probs_);
-  for (int n = 0; n < N; ++n) {
-    const int s = n / L_, t = n % L_;
-    const int target = b.tokens[static_cast<std::size_t>(s) * (L_ + 1) + t + 1];
-    dlogits[static_cast<std::size_t>(n) * V + target] -= T(1);
-  }
-  const T invN = T(1) / static_cast<T>(N);
-  for (auto& v : dlogits) v *= invN;
 
   const std::vector<T>& cls = shared ? p.token_embedding : p.classifier;
   std::vector<T>& dcls = shared ? grad.token_embedding : grad.classifier;
@@ -390,16 +387,53 @@ void Llama<T>::backward(const Params<T>& p, const Batch& b, Matmul<T>& mm, Param
 }
 
 template <typename T>
+double Llama<T>::kl_divergence(const std::vector<T>& targets) const {
+  // KL(t || softmax(z)) = sum_j t_j (log t_j - z_j + log sum_k exp z_k).
+  if (targets.size() != logits_.size()) throw std::invalid_argument("soft targets do not match batch x seq x vocab");
+  const int N = B_ * L_, V = c_.vocab_size;
+  double kl = 0;
+  for (int n = 0; n < N; ++n) {
+    const T* t = &targets[static_cast<std::size_t>(n) * V];
+    const T* z = &logits_[static_cast<std::size_t>(n) * V];
+    double row = 0;
+    for (int j = 0; j < V; ++j)
+      if (t[j] > T(0))
+        row += static_cast<double>(t[j]) *
+               (std::log(static_cast<double>(t[j])) - static_cast<double>(z[j]) + log_sum_exp_[static_cast<std::size_t>(n)]);
+    kl += row;
+  }
+  return kl / N;
+}
+
+template <typename T>
 double Llama<T>::loss(const Params<T>& p, const Batch& b, Matmul<T>& mm) {
   return forward(p, b, mm);
 }
 
 template <typename T>
-double Llama<T>::loss_and_grad(const Params<T>& p, const Batch& b, Matmul<T>& mm, Params<T>& grad) {
-  const double l = forward(p, b, mm);
-  if (grad.size() != p.size() || grad.layers.size() != p.layers.size()) grad = zeros_like(p);
+double Llama<T>::loss_and_grad(const Params<T>& p, const Batch& b, Matmul<T>& mm, Params<T>& grad,
+                               const std::vector<T>* soft_targets) {
+  double l = forward(p, b, mm);
+  const int N = B_ * L_, V = c_.vocab_size;
+  const T invN = T(1) / static_cast<T>(N);
+  std::vector<T> dlogits(probs_);
+  if (soft_targets) {
+    // d KL / d z = softmax(z) - t.
+    l = kl_divergence(*soft_targets);
+    for (std::size_t i = 0; i < dlogits.size(); ++i) dlogits[i] = (dlogits[i] - (*soft_targets)[i]) * invN;
+  } else {
+    // (softmax - onehot) / N.
+    for (int n = 0; n < N; ++n) {
+      const int s = n / L_, t = n % L_;
+      const int target = b.tokens[static_cast<std::size_t>(s) * (L_ + 1) + t + 1];
+      dlogits[static_cast<std::size_t>(n) * V + target] -= T(1);
+    }
+    for (auto& v : dlogits) v *= invN;
+  }
+  if (grad.size() != p.size() || grad.layers.size() != p.layers.size() || grad.classifier.size() != p.classifier.size())
+    grad = zeros_like(p);
   for (auto& t : grad.tensors()) std::fill(t.data->begin(), t.data->end(), T(0));
-  backward(p, b, mm, grad);
+  backward(p, b, mm, grad, std::move(dlogits));
   return l;
 }
 

@@ -21,6 +21,7 @@ class AdamW {
   // Clips grad in place to clip_norm, updates p, returns the gradient norm before clipping.
   double step(Params<T>& p, Params<T>& grad);
   int steps() const { return t_; }
+  void set_lr(double lr) { o_.lr = lr; }
   const AdamWOptions& options() const { return o_; }
 
  private:

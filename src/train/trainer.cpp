@@ -1,8 +1,11 @@
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "engine/perplexity.hpp"
+#include "train/qat.hpp"
 #include "util/error.hpp"
 
 namespace train {
@@ -46,6 +49,33 @@ Batch sample_batch(const std::vector<int>& stream, int batch, int seq, Rng& rng)
   return b;
 }
 
+Batch generate_batch(engine::Transformer& model, int bos, int batch, int seq, Rng& rng) {
+  const int V = model.config().vocab_size;
+  Batch b{batch, seq, {}};
+  b.tokens.reserve(static_cast<std::size_t>(batch) * (seq + 1));
+  std::vector<double> p(static_cast<std::size_t>(V));
+  for (int s = 0; s < batch; ++s) {
+    int token = bos;
+    b.tokens.push_back(token);
+    for (int pos = 0; pos < seq; ++pos) {
+      const float* z = model.forward(token, pos);
+      const double mx = *std::max_element(z, z + V);
+      double sum = 0;
+      for (int j = 0; j < V; ++j) sum += (p[static_cast<std::size_t>(j)] = std::exp(static_cast<double>(z[j]) - mx));
+      // Inverse CDF at a uniform draw of 53 bits.
+      double u = static_cast<double>(rng.next() >> 11) * 0x1.0p-53 * sum;
+      token = V - 1;
+      for (int j = 0; j < V; ++j)
+        if ((u -= p[static_cast<std::size_t>(j)]) < 0) {
+          token = j;
+          break;
+        }
+      b.tokens.push_back(token);
+    }
+  }
+  return b;
+}
+
 std::vector<Batch> window_batches(const std::vector<int>& stream, int batch, int seq) {
   std::vector<Batch> out;
   Batch cur{0, seq, {}};
@@ -72,6 +102,22 @@ double heldout_loss(Llama<float>& net, const Params<float>& p, const std::vector
   return n ? sum / static_cast<double>(n) : 0.0;
 }
 
+LrSchedule lr_schedule_from_string(const std::string& s) {
+  if (s == "constant") return LrSchedule::constant;
+  if (s == "cosine") return LrSchedule::cosine;
+  throw std::invalid_argument("unknown learning-rate schedule '" + s + "' (constant or cosine)");
+}
+
+const char* to_string(LrSchedule s) { return s == LrSchedule::constant ? "constant" : "cosine"; }
+
+double learning_rate(LrSchedule s, double lr, int step, int steps, int warmup) {
+  if (step <= warmup) return lr * step / warmup;
+  if (s == LrSchedule::constant || steps <= warmup) return lr;
+  const double progress = static_cast<double>(step - warmup) / static_cast<double>(steps - warmup);
+  const double floor = lr / 10;
+  return floor + 0.5 * (lr - floor) * (1 + std::cos(std::acos(-1.0) * progress));
+}
+
 TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions& o,
                       const std::function<void(const CurvePoint&)>& on_point,
                       const std::function<void(int, int)>& on_step) {
@@ -79,8 +125,22 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
   Params<float> p = from_weights<float>(m.weights);
   Params<float> grad = zeros_like(p);
   AdamW<float> opt(p, o.adamw);
-  Llama<float> net(m.config), eval_net(m.config);
+  Llama<float> net(m.config), eval_net(m.config), teacher(m.config);
   auto mm = make_matmul(o.backend);
+  // QAT: the forward pass (training and held-out) on fake-quantized weights and rounded inputs.
+  Params<float> fake, fake_grad;
+  if (o.qat) {
+    const auto& lp = o.qat->layers.front();
+    net.round_linear_inputs = activation_rounding(lp.act);
+    eval_net.round_linear_inputs = net.round_linear_inputs;
+  }
+  const auto forward_params = [&]() -> const Params<float>& {
+    if (!o.qat) return p;
+    fake_quantize_weights(p, m.config, *o.qat, fake);
+    return fake;
+  };
+  const Params<float> start = o.distill ? p : Params<float>{};
+  RefMatmul<float> teacher_mm;
   // Held-out windows of the training length, 16 per forward pass whatever the training batch.
   std::vector<int> heldout = data.heldout;
   if (o.heldout_tokens > 0 && heldout.size() > o.heldout_tokens + 1) heldout.resize(o.heldout_tokens + 1);
@@ -90,22 +150,45 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
   TrainResult r;
   for (const auto& w : windows) r.heldout_tokens += static_cast<std::size_t>(w.batch) * w.seq;
   CurvePoint first;
-  first.heldout_loss = heldout_loss(eval_net, p, windows);
-  first.train_loss = heldout_loss(eval_net, p, {sample_batch(data.train, o.batch, o.seq, rng)});
+  first.heldout_loss = heldout_loss(eval_net, forward_params(), windows);
+  {
+    // The training loss of one batch, as the steps measure it.
+    const Batch b = sample_batch(data.train, o.batch, o.seq, rng);
+    RefMatmul<float> ref;
+    first.train_loss = eval_net.loss(forward_params(), b, ref);
+    if (o.distill) {
+      teacher.loss(start, b, teacher_mm);
+      first.train_loss = eval_net.kl_divergence(teacher.probs());
+    }
+  }
   r.curve.push_back(first);
   if (on_point) on_point(first);
 
   double since_sum = 0;
   int since_n = 0;
   double last_norm = 0;
+  std::optional<engine::Transformer> sampler;
+  if (o.generated) sampler.emplace(m);  // m keeps the starting weights until the end
   for (int step = 1; step <= o.steps; ++step) {
-    const Batch b = sample_batch(data.train, o.batch, o.seq, rng);
-    since_sum += net.loss_and_grad(p, b, *mm, grad);
+    const Batch b = o.generated ? generate_batch(*sampler, data.train.front(), o.batch, o.seq, rng)
+                                : sample_batch(data.train, o.batch, o.seq, rng);
+    const std::vector<float>* targets = nullptr;
+    if (o.distill) {
+      teacher.loss(start, b, teacher_mm);
+      targets = &teacher.probs();
+    }
+    if (o.qat) {
+      since_sum += net.loss_and_grad(forward_params(), b, *mm, fake_grad, targets);
+      fold_gradient(fake_grad, grad);
+    } else {
+      since_sum += net.loss_and_grad(p, b, *mm, grad, targets);
+    }
     ++since_n;
+    opt.set_lr(learning_rate(o.schedule, o.adamw.lr, step, o.steps, o.warmup));
     last_norm = opt.step(p, grad);
     if (on_step) on_step(step, o.steps);
     if (step % o.eval_every == 0 || step == o.steps) {
-      CurvePoint pt{step, since_sum / since_n, heldout_loss(eval_net, p, windows), last_norm};
+      CurvePoint pt{step, since_sum / since_n, heldout_loss(eval_net, forward_params(), windows), last_norm};
       since_sum = 0, since_n = 0;
       r.curve.push_back(pt);
       if (on_point) on_point(pt);

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/transformer.hpp"
 #include "model/model.hpp"
+#include "quant/quant.hpp"
 #include "train/llama.hpp"
 #include "train/matmul.hpp"
 #include "train/optimizer.hpp"
@@ -39,10 +41,22 @@ class Rng {
 
 // `batch` windows of seq + 1 consecutive tokens at random offsets of `stream`.
 Batch sample_batch(const std::vector<int>& stream, int batch, int seq, Rng& rng);
+// `batch` sequences of seq + 1 tokens that `model` samples (softmax at temperature 1, from
+// BOS at position 0): training data drawn from the model itself (data-free distillation,
+// Liu et al., "LLM-QAT", 2023).
+Batch generate_batch(engine::Transformer& model, int bos, int batch, int seq, Rng& rng);
 // Consecutive non-overlapping windows of seq + 1 tokens (stride seq) covering `stream`,
 // grouped `batch` at a time (the last group may be smaller); a tail shorter than a window
 // is dropped.
 std::vector<Batch> window_batches(const std::vector<int>& stream, int batch, int seq);
+
+enum class LrSchedule { constant, cosine };
+LrSchedule lr_schedule_from_string(const std::string& s);  // "constant" | "cosine"; throws std::invalid_argument
+const char* to_string(LrSchedule s);
+// The learning rate of step (1-based) of `steps`: linear warm-up from lr / warmup over the
+// first `warmup` steps, then constant, or a cosine from lr down to lr / 10 at the last step
+// (llama2.c's train.py schedule).
+double learning_rate(LrSchedule s, double lr, int step, int steps, int warmup);
 
 struct TrainOptions {
   int steps = 200;
@@ -52,7 +66,18 @@ struct TrainOptions {
   std::uint64_t seed = 1;
   int eval_every = 25;   // held-out loss every this many steps (and at 0 and the end)
   std::size_t heldout_tokens = 0;  // evaluate on the first this many held-out tokens (0 = all)
-  AdamWOptions adamw;
+  AdamWOptions adamw;    // adamw.lr is the peak rate of the schedule
+  LrSchedule schedule = LrSchedule::constant;
+  int warmup = 0;
+  // Quantization-aware training (train/qat.hpp) under this plan: the held-out loss is then
+  // the quantized model's. Products in fp32 on the rounded values (backend ref).
+  std::optional<quant::Plan> qat;
+  // The loss: KL divergence against the starting model's fp32 probabilities on the same
+  // batch (distillation) instead of cross-entropy against the text.
+  bool distill = false;
+  // Training batches sampled from the starting model (generate_batch) instead of windows of
+  // the text's training half; the held-out loss stays on the text.
+  bool generated = false;
 };
 
 struct CurvePoint {

@@ -73,6 +73,12 @@ const Row kRows[] = {
   {"run {d}/model.bin -z {d}/tok.bin -n 4 -s -1", "--seed", "negative"},
   {"train {d}/model.bin --data {d}/text.txt -z {d}/tok.bin --steps 1 --lr nan", "--lr", "finite"},
   {"train {d}/model.bin --data {d}/text.txt -z {d}/tok.bin --steps 1 --clip inf", "--clip", ""},
+  // quantization-aware training: what it cannot train, and options that need another
+  {"train {d}/model.bin --data {d}/text.txt -z {d}/tok.bin --steps 1 --qat w8a8-static", "--qat", "w4a8"},
+  {"train {d}/model.bin --data {d}/text.txt -z {d}/tok.bin --steps 1 --qat w5a5", "--qat", "w5a5"},
+  {"train {d}/model.bin --data {d}/text.txt -z {d}/tok.bin --steps 1 --qat w4a8 --backend accel", "--backend", "--qat"},
+  {"train {d}/model.bin --data {d}/text.txt -z {d}/tok.bin --steps 1 --group 64", "--group", "--qat"},
+  {"train {d}/model.bin --data {d}/text.txt -z {d}/tok.bin --steps 1 --warmup 2", "--warmup", "--steps 1"},
   {"deploy {d}/model.bin --device u280 --text {d}/text.txt -z {d}/tok.bin -o {d}/dep --budget nan", "--budget", "finite"},
   {"cost --price-per-kwh nan --watts 30 --throughput 100", "--price-per-kwh", "finite"},
   {"cost --price-per-kwh 0.1 --watts 30 --throughput 100 --days 1e999", "--days", ""},
