@@ -31,6 +31,8 @@ engine::Perplexity run_perplexity(engine::Transformer& t, const std::vector<std:
 
 }  // namespace
 
+std::string method_name(const QuantizeResult& r) { return r.qat_steps > 0 ? "qat" : quant::to_string(r.method); }
+
 Split split_text(const model::Tokenizer& tok, const std::string& text, const std::string& source) {
   return split_text(model::story_encoder(tok), text, source);
 }
@@ -213,7 +215,7 @@ nlohmann::json measurements_json(const QuantizeResult& r, const std::string& cal
                       {"fp32_linear_weight_bytes", r.fp32_bytes},
                       {"seconds", r.seconds},
                       {"calibration_passes", r.calibration_passes},
-                      {"method", quant::to_string(r.method)},
+                      {"method", method_name(r)},
                       {"search_scales", r.search_scales}};
   if (!r.awq.empty()) {
     nlohmann::json sites = nlohmann::json::array();

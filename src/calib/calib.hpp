@@ -132,7 +132,12 @@ struct QuantizeResult {
   // Forward passes over the calibration half the quantization ran (statistics, Hessians,
   // sensitivity excluded): a deterministic measure of its cost.
   int calibration_passes = 0;
+  // > 0: the weights are round-to-nearest of this many steps of quantization-aware training
+  // (train/qat.hpp) on the calibration half.
+  int qat_steps = 0;
 };
+// "qat" for quantization-aware training, else quant::to_string(r.method).
+std::string method_name(const QuantizeResult& r);
 // The whole flow on a model: split, calibrate, (smooth), (sensitivity + search), quantize,
 // evaluate fp32 and the result on the held-out half.
 QuantizeResult quantize(const model::Model& m, const model::Tokenizer& tok, const std::string& calib_text,

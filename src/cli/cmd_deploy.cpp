@@ -85,6 +85,10 @@ void setup(CLI::App& root) {
   cmd->add_option("--budget", a->budget, cli::kBudgetHelp);
   cmd->add_option("--context", a->o.context, "Context the design is sized for (default: the model's)")->check(cli::kNonNegative);
   cmd->add_option("--sample-steps", a->o.sample_steps, "Greedy sample length")->check(CLI::Range(2, 100000));
+  cmd->add_option("--qat-steps", a->o.qat_steps,
+                  "Where a scheme's post-training methods all miss the budget, try this many steps of quantization-aware "
+                  "training next (default 0: not tried; docs/training.md)")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run(*a); });
 }

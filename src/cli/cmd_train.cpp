@@ -35,14 +35,13 @@ void write_checkpoint(const model::Model& m, const model::Tokenizer& tok, const 
   model::save(m, path, m.source_format, "f32", &tok);
 }
 
-// Fine-tuning: a small constant rate with weight decay. QAT (measured on stories260K w4a8,
-// docs/training.md): a cosine from 3e-4 and no decay, which would pull the fp32 master
-// weights away from the model being matched.
+// Fine-tuning: a small constant rate with weight decay; QAT: train::qat_options'.
 TrainArgs with_defaults(TrainArgs a) {
   const bool qat = !a.qat.empty();
-  if (std::isnan(a.lr)) a.lr = qat ? 3e-4 : 1e-5;
-  if (std::isnan(a.weight_decay)) a.weight_decay = qat ? 0.0 : 0.1;
-  if (a.schedule.empty()) a.schedule = qat ? "cosine" : "constant";
+  const train::TrainOptions q = train::qat_options({}, 0);
+  if (std::isnan(a.lr)) a.lr = qat ? q.adamw.lr : 1e-5;
+  if (std::isnan(a.weight_decay)) a.weight_decay = qat ? q.adamw.weight_decay : 0.1;
+  if (a.schedule.empty()) a.schedule = train::to_string(qat ? q.schedule : train::LrSchedule::constant);
   return a;
 }
 

@@ -23,6 +23,7 @@
 #include "quant/quant.hpp"
 #include "report/svg.hpp"
 #include "sim/simulate.hpp"
+#include "train/trainer.hpp"
 #include "util/error.hpp"
 #include "util/output.hpp"
 #include "util/paths.hpp"
@@ -62,14 +63,84 @@ const std::vector<SkippedScheme>& skipped_schemes() {
   return skipped;
 }
 
+namespace {
+
+bool qat_trains(quant::Scheme s) {
+  return s == quant::Scheme::w8a8 || s == quant::Scheme::w4a8 || s == quant::Scheme::w4a16;
+}
+
+// Quantization-aware training of `scheme` on the calibration half (train::qat_options), the
+// trained weights rounded as quantize rounds them, scored on the held-out half.
+calib::QuantizeResult quantize_aware(const model::Model& m, const model::Tokenizer& tok, const std::string& text,
+                                     const std::string& source, quant::Scheme scheme, int group, int steps,
+                                     const engine::Perplexity& fp32_held_out, const calib::ProgressFn& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  calib::QuantizeResult r;
+  r.split = calib::split_text(tok, text, source);
+  const quant::Plan plan = quant::uniform_plan(m.config, scheme, group);
+  train::TrainOptions o = train::qat_options(plan, steps);
+  o.seq = std::min(o.seq, m.config.seq_len - 1);
+  o.eval_every = steps;
+  o.heldout_tokens = 1024;  // the curve's own held-out loss: the scoring below is the measurement
+  model::Model tuned = m;
+  train::fine_tune(tuned, train::split_text(tok, text, o.seq, source), o, {}, [&](int step, int n) {
+    if (progress) progress("quantization-aware training", static_cast<std::size_t>(step), static_cast<std::size_t>(n));
+  });
+  r.qm = quant::quantize_model(tuned, plan);
+  r.qm.calibration_file = source;
+  r.qm.calibration_fnv1a = quant::fnv1a64(text);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.qat_steps = steps;
+  r.fp32_held_out = fp32_held_out;
+  r.fp32_perplexity = fp32_held_out.perplexity;
+  r.fp32_perplexity_err = fp32_held_out.perplexity_err;
+  r.fp32_bytes = quant::linear_weight_bytes(m.config, quant::uniform_plan(m.config, quant::Scheme::fp32, group));
+  const engine::Perplexity p = calib::evaluate(r.qm, r.split.held_out, progress);
+  r.perplexity = p.perplexity;
+  r.perplexity_err = p.perplexity_err;
+  r.rel_increase = p.perplexity / fp32_held_out.perplexity - 1;
+  return r;
+}
+
+}  // namespace
+
 Quantized choose_quantization(const model::Model& m, const model::Tokenizer& tok, const std::string& text,
                               const std::string& source, double budget, const std::vector<SchemeChoice>& schemes,
-                              const calib::ProgressFn& progress, std::ostream* log) {
+                              const calib::ProgressFn& progress, std::ostream* log, int qat_steps) {
   Quantized out;
   std::optional<calib::QuantizeResult> chosen, best_loss;
   std::optional<engine::Perplexity> fp32_held_out;  // measured by the first, reused
+  // Records one tried quantization; true when it meets the budget (and is then chosen).
+  const auto consider = [&](calib::QuantizeResult r, const std::string& name, int group) {
+    if (!fp32_held_out) fp32_held_out = r.fp32_held_out;
+    const bool meets = r.rel_increase <= budget;
+    out.seconds.push_back(r.seconds);
+    if (log)
+      *log << fmt::format("  {}: held-out perplexity {:.4f} (fp32 {:.4f}, {:+.3f}%), {} weight bytes, {:.2f} s\n", name,
+                          r.perplexity, r.fp32_perplexity, 100 * r.rel_increase, r.qm.linear_weight_bytes(), r.seconds);
+    out.rows.push_back({{"scheme", quant::to_string(r.qm.plan.scheme)},
+                        {"group", group},
+                        {"method", calib::method_name(r)},
+                        {"search_scales", r.search_scales},
+                        {"perplexity", r.perplexity},
+                        {"perplexity_err", r.perplexity_err},
+                        {"rel_increase", r.rel_increase},
+                        {"weight_bytes", r.qm.linear_weight_bytes()},
+                        {"calibration_passes", r.calibration_passes},
+                        {"qat_steps", r.qat_steps},
+                        {"meets_budget", meets},
+                        {"deployed", false}});
+    if (meets) {
+      chosen = std::move(r);
+      out.rows.back()["deployed"] = true;
+      return true;
+    }
+    if (!best_loss || r.rel_increase < best_loss->rel_increase) best_loss = std::move(r);
+    return false;
+  };
   for (const auto& s : schemes) {
     const bool int4 = s.scheme == quant::Scheme::w4a8 || s.scheme == quant::Scheme::w4a16;
+    const int group = int4 ? s.group : 0;
     for (quant::Method method : s.methods) {
       calib::QuantizeOptions qo;
       qo.scheme = s.scheme;
@@ -84,38 +155,25 @@ Quantized choose_quantization(const model::Model& m, const model::Tokenizer& tok
       calib::QuantizeResult r = calib::quantize(m, tok, text, source, qo, [&](const std::string& label, std::size_t d, std::size_t n) {
         if (progress) progress(name + ": " + label, d, n);
       });
-      if (!fp32_held_out) fp32_held_out = r.fp32_held_out;
-      const bool meets = r.rel_increase <= budget;
-      out.seconds.push_back(r.seconds);
-      if (log)
-        *log << fmt::format("  {}: held-out perplexity {:.4f} (fp32 {:.4f}, {:+.3f}%), {} weight bytes, {:.2f} s\n", name,
-                            r.perplexity, r.fp32_perplexity, 100 * r.rel_increase, r.qm.linear_weight_bytes(), r.seconds);
-      out.rows.push_back({{"scheme", quant::to_string(s.scheme)},
-                          {"group", int4 ? s.group : 0},
-                          {"method", quant::to_string(method)},
-                          {"search_scales", qo.search_scales},
-                          {"perplexity", r.perplexity},
-                          {"perplexity_err", r.perplexity_err},
-                          {"rel_increase", r.rel_increase},
-                          {"weight_bytes", r.qm.linear_weight_bytes()},
-                          {"calibration_passes", r.calibration_passes},
-                          {"meets_budget", meets},
-                          {"deployed", false}});
-      const bool better_loss = !best_loss || r.rel_increase < best_loss->rel_increase;
-      if (meets) {
-        chosen = std::move(r);
-        out.rows.back()["deployed"] = true;
-        break;  // later methods cost more time, later schemes more bytes
-      }
-      if (better_loss) best_loss = std::move(r);
+      // Later methods cost more time, later schemes more bytes.
+      if (consider(std::move(r), name, group)) break;
     }
     if (chosen) break;
+    if (qat_steps > 0 && qat_trains(s.scheme) && fp32_held_out) {
+      const std::string name = std::string(quant::to_string(s.scheme)) + " qat";
+      if (consider(quantize_aware(m, tok, text, source, s.scheme, s.group, qat_steps, *fp32_held_out,
+                                  [&](const std::string& label, std::size_t d, std::size_t n) {
+                                    if (progress) progress(name + ": " + label, d, n);
+                                  }),
+                   name, group))
+        break;
+    }
   }
   out.budget_met = chosen.has_value();
   if (!chosen) {
     for (auto& row : out.rows)
       row["deployed"] = row["scheme"] == quant::to_string(best_loss->qm.plan.scheme) &&
-                        row["method"] == quant::to_string(best_loss->method);
+                        row["method"] == calib::method_name(*best_loss);
   }
   out.chosen = chosen ? std::move(*chosen) : std::move(*best_loss);
   return out;
@@ -193,7 +251,7 @@ json build(const Options& o, const std::string& dir, std::vector<StepTime>& step
 
   // 2. quantize: the smallest accelerator scheme that meets the budget.
   begin("quantize");
-  Quantized quantized = choose_quantization(m, tok, text, o.text, o.budget, accel_schemes(), progress, &log);
+  Quantized quantized = choose_quantization(m, tok, text, o.text, o.budget, accel_schemes(), progress, &log, o.qat_steps);
   const bool budget_met = quantized.budget_met;
   calib::QuantizeResult& q = quantized.chosen;
   quant::save_gguf(q.qm, dir + "/model.q.gguf", &tok);  // with the vocabulary, so llama.cpp runs it too

@@ -24,6 +24,10 @@ struct Options {
   double budget = 0.01;     // relative held-out perplexity increase allowed over fp32
   int sample_steps = 200;   // greedy sample length (positions)
   int context = 0;          // design context; 0 = the model's
+  // > 0: where a scheme's post-training methods all miss the budget, this many steps of
+  // quantization-aware training (train::qat_options) are tried next, for the schemes QAT
+  // trains (w8a8, w4a8, w4a16).
+  int qat_steps = 0;
 };
 
 struct StepTime {
@@ -63,11 +67,11 @@ struct Quantized {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> seconds;  // wall time of each row's quantization (deploy.log)
 };
-// The quantize step: each (scheme, method) in order, scored on the held-out half of
-// `text`, until one meets `budget`.
+// The quantize step: each (scheme, method) in order, then QAT when qat_steps > 0, scored on
+// the held-out half of `text`, until one meets `budget`.
 Quantized choose_quantization(const model::Model& m, const model::Tokenizer& tok, const std::string& text,
                               const std::string& source, double budget, const std::vector<SchemeChoice>& schemes,
-                              const calib::ProgressFn& progress = {}, std::ostream* log = nullptr);
+                              const calib::ProgressFn& progress = {}, std::ostream* log = nullptr, int qat_steps = 0);
 
 // The step names in order, for progress displays.
 const std::vector<std::string>& step_names();

@@ -209,7 +209,10 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
   for (const auto& r : q["candidates"]) {
     std::string name = str(r["scheme"]);
     if (r["group"].get<int>() > 0) name += fmt::format(" (g{})", r["group"].get<int>());
-    h += row({esc(name), esc(str(r["method"])) + (r["search_scales"].get<bool>() ? ", searched scales" : ""),
+    const int qat_steps = r.value("qat_steps", 0);
+    h += row({esc(name),
+              esc(str(r["method"])) + (r["search_scales"].get<bool>() ? ", searched scales" : "") +
+                  (qat_steps > 0 ? fmt::format(", {} steps", qat_steps) : ""),
               fmt::format("{:.4f} &plusmn; {:.4f}", r["perplexity"].get<double>(), r["perplexity_err"].get<double>()),
               fmt::format("{:+.3f}%", 100 * r["rel_increase"].get<double>()), report::bytes(r["weight_bytes"].get<double>()),
               fmt::format("{}", r["calibration_passes"].get<int>()), r["meets_budget"].get<bool>() ? "yes" : "no",

@@ -118,6 +118,17 @@ double learning_rate(LrSchedule s, double lr, int step, int steps, int warmup) {
   return floor + 0.5 * (lr - floor) * (1 + std::cos(std::acos(-1.0) * progress));
 }
 
+TrainOptions qat_options(const quant::Plan& plan, int steps) {
+  TrainOptions o;
+  o.steps = steps;
+  o.qat = plan;
+  o.distill = true;
+  o.adamw.lr = 3e-4;
+  o.adamw.weight_decay = 0;
+  o.schedule = LrSchedule::cosine;
+  return o;
+}
+
 TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions& o,
                       const std::function<void(const CurvePoint&)>& on_point,
                       const std::function<void(int, int)>& on_step) {

@@ -80,6 +80,11 @@ struct TrainOptions {
   bool generated = false;
 };
 
+// QAT under `plan` for `steps` steps with the schedule `fpgallm train --qat` defaults to:
+// distillation, AdamW peak rate 3e-4 on a cosine, no weight decay (docs/training.md;
+// decay would pull the master weights away from the model being matched).
+TrainOptions qat_options(const quant::Plan& plan, int steps);
+
 struct CurvePoint {
   int step = 0;                 // optimizer steps taken
   double train_loss = 0;        // mean batch loss over the steps since the previous point

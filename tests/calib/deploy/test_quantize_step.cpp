@@ -1,5 +1,6 @@
 // deploy's quantize step on stories260K tries RTN, AWQ, then GPTQ for 4-bit weights and
-// takes the first within budget; with a budget that only GPTQ meets, it picks GPTQ.
+// takes the first within budget; with a budget that only GPTQ meets, it picks GPTQ; QAT comes
+// after them when asked.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,6 +57,34 @@ TEST(Deploy, QuantizeStepTakesTheFirstMethodWithinBudget) {
   EXPECT_FALSE(q.rows[1]["deployed"].get<bool>());
   EXPECT_TRUE(q.rows[2]["deployed"].get<bool>());
   EXPECT_DOUBLE_EQ(q.rows[2]["rel_increase"].get<double>(), rel[2]);
+}
+
+TEST(Deploy, QuantizeStepTriesQatWhenAskedAndThePostTrainingMethodsMiss) {
+  const model::Model m = model::load(testing_support::stories260k());
+  const model::Tokenizer tok = model::load_tokenizer(testing_support::tok512());
+  const auto stories = engine::split_stories(engine::read_text_file(testing_support::sample_text()));
+  std::string text;
+  for (std::size_t i = 0; i < 4; ++i) text += stories.at(i) + "\n";
+  const std::vector<deploy::SchemeChoice> w4 = {{quant::Scheme::w4a8, 32}};
+  // Not asked: RTN only.
+  EXPECT_EQ(deploy::choose_quantization(m, tok, text, "sample", -1.0, w4).rows.size(), 1u);
+  // Asked, and RTN misses the budget: 16 steps of QAT are tried next, scored on the same half.
+  const deploy::Quantized q = deploy::choose_quantization(m, tok, text, "sample", -1.0, w4, {}, nullptr, 16);
+  ASSERT_EQ(q.rows.size(), 2u);
+  EXPECT_EQ(q.rows[0]["method"], "rtn");
+  EXPECT_EQ(q.rows[1]["method"], "qat");
+  EXPECT_EQ(q.rows[1]["qat_steps"], 16);
+  EXPECT_EQ(q.rows[1]["weight_bytes"], q.rows[0]["weight_bytes"]);
+  const double rtn = q.rows[0]["rel_increase"].get<double>(), qat = q.rows[1]["rel_increase"].get<double>();
+  std::printf("w4a8 g32 held-out: rtn %+.3f%%, 16 QAT steps %+.3f%%\n", 100 * rtn, 100 * qat);
+  EXPECT_LT(qat, rtn);
+  // Nothing met the budget: the least loss is deployed, here QAT's.
+  EXPECT_FALSE(q.budget_met);
+  EXPECT_TRUE(q.rows[1]["deployed"].get<bool>());
+  EXPECT_EQ(q.chosen.qat_steps, 16);
+  EXPECT_EQ(q.chosen.qm.calibration_fnv1a, quant::fnv1a64(text));
+  // Asked, and RTN meets the budget: no QAT.
+  EXPECT_EQ(deploy::choose_quantization(m, tok, text, "sample", 10.0, w4, {}, nullptr, 16).rows.size(), 1u);
 }
 
 }  // namespace
