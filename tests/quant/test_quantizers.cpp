@@ -46,6 +46,20 @@ TEST(Rounding, TiesToEvenAndSaturation) {
   EXPECT_EQ(round_saturate(-8.0f, 7), -7);  // int4 -8 is never produced
 }
 
+TEST(Int8, DotIsTheExactIntegerSumForEveryLengthAndCode) {
+  // Every int8 code, -128 included, at lengths around the vector width.
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> code(-128, 127);
+  for (int n : {0, 1, 7, 31, 32, 33, 63, 64, 100, 768, 1031}) {
+    std::vector<std::int8_t> a(static_cast<std::size_t>(n)), b(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::int8_t>(code(rng)), b[i] = static_cast<std::int8_t>(code(rng));
+    if (n >= 32) std::fill(a.begin(), a.begin() + 32, std::int8_t{-128}), std::fill(b.begin(), b.begin() + 32, std::int8_t{-128});
+    std::int64_t want = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) want += std::int64_t{a[i]} * std::int64_t{b[i]};
+    EXPECT_EQ(quant::dot_int8(a.data(), b.data(), n), want) << n;
+  }
+}
+
 TEST(Int8, HandComputedRow) {
   // amax 127 -> scale exactly 1, so the ties below are exact.
   const std::vector<float> w = {127.0f, -2.5f, 3.5f, -127.0f, 0.5f, 1.5f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
