@@ -48,6 +48,7 @@ struct MatrixUnit {
   int acc_bits = 32;      // accumulator width
   int ii = 1;             // initiation interval of the MAC pipeline (cycles per tile step)
   int pipeline_depth = hls_matrix_unit_depth(32);  // cycles from first operand in to first result out
+  bool operator==(const MatrixUnit&) const = default;
 };
 
 struct VectorUnit {
@@ -60,18 +61,21 @@ struct VectorUnit {
   // lane work) runs on in turn, divide and square root as one scalar core each (a
   // special-function unit, as published overlays describe theirs).
   bool shared = false;
+  bool operator==(const VectorUnit&) const = default;
 };
 
 struct Tiling {
   int tile_rows = 128;    // output rows of one weight tile (multiple of matrix_unit.rows)
   int tile_cols = 256;    // input columns of one weight tile (multiple of matrix_unit.cols)
   int prefill_block = 64; // tokens processed together in prefill attention / GEMM
+  bool operator==(const Tiling&) const = default;
 };
 
 struct Buffers {
   std::int64_t weight_bytes = 2 * 128 * 256;  // on-chip weight tile storage (double-buffered)
   std::int64_t activation_bytes = 256 * 1024; // on-chip activations
   std::int64_t kv_bytes = 0;                  // on-chip KV cache (0 = KV in off-chip memory)
+  bool operator==(const Buffers&) const = default;
 };
 
 // Off-chip channels (HBM pseudo-channels or DDR banks) given to each kind of traffic.
@@ -81,6 +85,7 @@ struct Memory {
   int activation_channels = 1;
   int burst_bytes = 4096;  // DMA burst length
   int port_bits = 512;     // AXI data width of each channel's port: 128, 256 or 512
+  bool operator==(const Memory&) const = default;
 };
 
 // The weights as stored and streamed, where they differ from what the MAC consumes:
@@ -94,11 +99,13 @@ struct StoredWeights {
   double density() const { return sparse_n > 0 ? double(sparse_n) / sparse_m : 1.0; }
   // Stored bits per dense weight position: the kept weights, their log2(M)-bit indices and the scales.
   double bits_per_weight(int mac_weight_bits) const;
+  bool operator==(const StoredWeights&) const = default;
 };
 
 struct Parallelism {
   int cards = 1;
   Split split = Split::none;
+  bool operator==(const Parallelism&) const = default;
 };
 
 struct Design {
@@ -132,6 +139,7 @@ struct Design {
   // The host starts the accelerator once per layer (a fused block invoked with each layer's
   // weights, StreamTensor) instead of the card running the model from its instruction list.
   bool host_launch_per_layer = false;
+  bool operator==(const Design&) const = default;
 
   // Every field in range and the combination implementable by the kernels; returns the
   // problems found, empty when valid. Messages name the field: "matrix_unit.rows: ...".

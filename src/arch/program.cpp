@@ -78,15 +78,23 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-Program build_program(const model::Config& c, const Design& d, Stage stage, int pos, int tokens,
-                      const PrecisionFn& precision) {
+ProgramFields program_fields(const Design& d) {
+  return {d.matrix_unit.weight_bits, d.kv_bits,         d.tiling.tile_rows,   d.tiling.tile_cols,
+          d.tiling.prefill_block,    d.fuse_norm_matmul, d.fuse_attention};
+}
+
+namespace {
+
+// build_program on the fields it reads, so that program_fields is all it reads.
+Program build(const model::Config& c, const ProgramFields& d, Stage stage, int pos, int tokens,
+              const PrecisionFn& precision) {
   if (!c.invalid_reason().empty()) throw std::invalid_argument("model config: " + c.invalid_reason());
   if (c.moe()) throw std::invalid_argument("the overlay's instruction list has no mixture of experts (planning only)");
   if (tokens < 1) throw std::invalid_argument("a program runs at least one token");
   if (stage == Stage::decode && tokens != 1) throw std::invalid_argument("a decode step runs one token");
-  if (stage == Stage::prefill && tokens > d.tiling.prefill_block)
+  if (stage == Stage::prefill && tokens > d.prefill_block)
     throw std::invalid_argument(fmt::format("prefill of {} tokens exceeds tiling.prefill_block ({})", tokens,
-                                            d.tiling.prefill_block));
+                                            d.prefill_block));
   if (pos < 0 || pos + tokens > c.seq_len)
     throw std::invalid_argument(fmt::format("positions {}..{} past the model's context ({})", pos, pos + tokens - 1,
                                             c.seq_len));
@@ -137,12 +145,12 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
     i.in = in;
     i.out = out;
     i.mem = MemGroup::weights;
-    LinearPrecision lp{d.matrix_unit.weight_bits, d.matrix_unit.weight_bits == 4 ? 32 : 0};
+    LinearPrecision lp{d.weight_bits, d.weight_bits == 4 ? 32 : 0};
     if (precision) lp = precision(layer, which);
     i.weight_bits = lp.weight_bits;
     i.group = lp.group;
-    i.row_tiles = ceil_div(shape.rows, d.tiling.tile_rows);
-    i.col_tiles = ceil_div(shape.cols, d.tiling.tile_cols);
+    i.row_tiles = ceil_div(shape.rows, d.tile_rows);
+    i.col_tiles = ceil_div(shape.cols, d.tile_cols);
     const std::int64_t scales = lp.group > 0 ? std::int64_t(shape.rows) * ceil_div(shape.cols, lp.group) : shape.rows;
     i.bias = c.qkv_bias && (which == model::Linear::wq || which == model::Linear::wk || which == model::Linear::wv);
     i.weight_bytes = std::int64_t(shape.rows) * shape.cols * lp.weight_bits / 8 + scales * 4 + (i.bias ? shape.rows * 4 : 0);
@@ -155,7 +163,7 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
   {
     Instruction e = vec(Op::embed, -1, "token_embd", c.dim, Buf::token, Buf::x);
     e.mem = MemGroup::weights;
-    e.weight_bytes = std::int64_t(tokens) * c.dim * d.matrix_unit.weight_bits / 8 + tokens * 4;
+    e.weight_bytes = std::int64_t(tokens) * c.dim * d.weight_bits / 8 + tokens * 4;
     e.host_bytes = std::int64_t(tokens) * 4;
     p.instructions.push_back(e);
   }
@@ -248,6 +256,13 @@ Program build_program(const model::Config& c, const Design& d, Stage stage, int 
         }
     }
   return p;
+}
+
+}  // namespace
+
+Program build_program(const model::Config& c, const Design& d, Stage stage, int pos, int tokens,
+                      const PrecisionFn& precision) {
+  return build(c, program_fields(d), stage, pos, tokens, precision);
 }
 
 void to_json(nlohmann::json& j, const Instruction& i) {

@@ -84,6 +84,7 @@ struct Instruction {
   // Multiply-accumulates on the matrix unit (matmul), or elements through the vector unit.
   std::int64_t macs() const;
   std::int64_t vector_elements() const;
+  bool operator==(const Instruction&) const = default;
 };
 
 struct Program {
@@ -103,6 +104,16 @@ struct LinearPrecision {
   bool static_act = false;   // int8 activations at a calibrated scale (no max_abs pass)
 };
 using PrecisionFn = std::function<LinearPrecision(int layer, model::Linear which)>;
+
+// What of a Design the instruction list reads: designs equal in these get the same programs.
+struct ProgramFields {
+  int weight_bits = 0;  // matrix_unit.weight_bits
+  int kv_bits = 0;
+  int tile_rows = 0, tile_cols = 0, prefill_block = 0;
+  bool fuse_norm_matmul = false, fuse_attention = false;
+  bool operator==(const ProgramFields&) const = default;
+};
+ProgramFields program_fields(const Design& design);
 
 // The instruction list for `tokens` tokens starting at position `pos`. Decode requires
 // tokens == 1; prefill takes up to design.tiling.prefill_block tokens (split longer

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/matrix_unit.hpp"
 
@@ -27,33 +28,44 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // its iterations at II, or the port, whichever is slower.
 double bound(double loop_cycles, double bytes, double rate) { return std::max(loop_cycles, rate > 0 ? bytes / rate : 0); }
 
+// A loop's name or note: text, or a function that makes it (called only when loops are listed).
+template <class T>
+std::string text(const T& t) {
+  if constexpr (std::is_invocable_v<const T&>)
+    return t();
+  else
+    return std::string(t);
+}
+
 class Builder {
  public:
-  explicit Builder(Work& w) : w_(w) {}
+  Builder(Work& w, bool list) : w_(w), list_(list) {}
   // A loop of `calls` calls of `trip` iterations at `ii` (plus `depth` per call) taking
   // `cycles` in all, the kernel loop `kernel_loop` (its FPGALLM_TRIP id); returns the cycles.
-  double loop(std::string name, std::string kernel_loop, std::int64_t trip, int ii, int depth, std::int64_t calls,
-              double cycles, std::string note = "") {
-    w_.loops.push_back({std::move(name), std::move(kernel_loop), trip, ii, depth, calls, cycles, std::move(note)});
+  template <class Name, class Note = const char*>
+  double loop(const Name& name, const char* kernel_loop, std::int64_t trip, int ii, int depth, std::int64_t calls,
+              double cycles, const Note& note = "") {
+    if (list_) w_.loops.push_back({text(name), kernel_loop, trip, ii, depth, calls, cycles, text(note)});
     return cycles;
   }
-  double simple(std::string name, std::string kernel_loop, std::int64_t trip, std::int64_t calls = 1,
-                std::string note = "") {
-    return loop(std::move(name), std::move(kernel_loop), trip, 1, 0, calls, double(trip) * double(calls),
-                std::move(note));
+  template <class Name, class Note = const char*>
+  double simple(const Name& name, const char* kernel_loop, std::int64_t trip, std::int64_t calls = 1,
+                const Note& note = "") {
+    return loop(name, kernel_loop, trip, 1, 0, calls, double(trip) * double(calls), note);
   }
 
  private:
   Work& w_;
+  bool list_;
 };
 
 // Loads of `floats` fp32 values from the parameter bundle, 16 per beat, one request.
-double load_floats(Builder& b, const std::string& name, std::int64_t floats, std::int64_t calls, const PortRates& r,
-                   Work& w) {
+double load_floats(Builder& b, const char* name, std::int64_t floats, std::int64_t calls, const PortRates& r, Work& w) {
   const std::int64_t beats = ceil_div(floats, kernels::kFloatsPerWord);
   const double per_call = r.memory_latency + bound(double(beats), double(beats) * kernels::kWordBytes, r.params);
   w.param_bytes += beats * kernels::kWordBytes * calls;
-  return b.loop(name + ": load_floats", "load_floats", beats, 1, 0, calls, per_call * double(calls), "one request, 16 floats per beat");
+  return b.loop([&] { return std::string(name) + ": load_floats"; }, "load_floats", beats, 1, 0, calls,
+                per_call * double(calls), "one request, 16 floats per beat");
 }
 
 void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
@@ -75,13 +87,15 @@ void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, B
   const double gather = double(m.groups) * gather_ii, mac = double(m.steps) * d.matrix_unit.ii;
   const std::int64_t folds = ceil_div(in.rows, pe);
   const double store = bound(double(folds) * scale_words, double(folds) * scale_words * kernels::kWordBytes, r.params);
-  const std::string shape = fmt::format("matmul {}x{}", in.rows, in.cols);
-  b.loop(shape + ": read_weight_channel", "read_weight_channel", beats, 1, 0, ch, read,
-         fmt::format("x{} bundles in parallel over {} channels of {:.1f} B/cycle", ch, std::clamp(r.weight_channels, 1, ch),
-                     r.weight_channel));
-  b.loop(shape + ": gather_weight_steps", "gather_weight_steps", m.groups, gather_ii, 0, 1, gather);
-  b.loop(shape + ": matrix_vector_w8a8", "matrix_vector_w8a8", m.steps, d.matrix_unit.ii, depth, 1, mac + depth);
-  b.loop(shape + ": store_rows", "store_rows", folds, scale_words, 0, 1, store);
+  auto shape = [&](const char* loop) { return fmt::format("matmul {}x{}: {}", in.rows, in.cols, loop); };
+  b.loop([&] { return shape("read_weight_channel"); }, "read_weight_channel", beats, 1, 0, ch, read, [&] {
+    return fmt::format("x{} bundles in parallel over {} channels of {:.1f} B/cycle", ch,
+                       std::clamp(r.weight_channels, 1, ch), r.weight_channel);
+  });
+  b.loop([&] { return shape("gather_weight_steps"); }, "gather_weight_steps", m.groups, gather_ii, 0, 1, gather);
+  b.loop([&] { return shape("matrix_vector_w8a8"); }, "matrix_vector_w8a8", m.steps, d.matrix_unit.ii, depth, 1,
+         mac + depth);
+  b.loop([&] { return shape("store_rows"); }, "store_rows", folds, scale_words, 0, 1, store);
   const double slowest_compute = std::max({gather, mac, store});
   // DATAFLOW: the slowest process, the multiplier's fill, and the first request.
   w.body_cycles = std::max(read, slowest_compute) + depth + r.memory_latency;
@@ -118,7 +132,6 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   const std::int64_t last_r = rows - (rt - 1) * tr, last_c = cols - (ct - 1) * tc;
   const std::int64_t tile_bytes = tr * tc * in.weight_bits / 8;
   const bool dbuf = d.buffers.weight_bytes >= 2 * tile_bytes;
-  const std::string shape = fmt::format("matmul {}x{} x{} tokens", rows, cols, in.tokens);
   const std::int64_t tiles = rt * ct;
   // The load stage of a tile (kernels::matmul_w8a8): the weight tile, one SIMD word of a row
   // per cycle (int4: 32 packed columns, the whole tile width), bounded by the weight port,
@@ -140,13 +153,16 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
     store += n * st;
     load += n * (l + a);
     cycles += n * (dbuf ? std::max(l + a, c + st) : l + a + c + st);
-    const std::string name = fmt::format("{} ({})", shape, which);
-    b.loop(name + ": load_weight_tile", "load_weight_tile", words, 1, 0, n, n * l,
-           fmt::format("one word per cycle, at most the {} weight channels' {:.1f} B/cycle{}", ch, port,
-                       dbuf ? ", double-buffered" : ""));
-    b.simple(name + ": load_activation_tile", "load_activation_tile", std::int64_t(a), n);
-    b.loop(name + ": compute_tile", "compute_tile", steps, mu.ii, mu.pipeline_depth, n, n * c);
-    if (last_col) b.simple(name + ": store (requantize)", "store_tile", in.tokens * tile_r, n);
+    auto name = [&](const char* loop) {
+      return fmt::format("matmul {}x{} x{} tokens ({}): {}", rows, cols, in.tokens, which, loop);
+    };
+    b.loop([&] { return name("load_weight_tile"); }, "load_weight_tile", words, 1, 0, n, n * l, [&] {
+      return fmt::format("one word per cycle, at most the {} weight channels' {:.1f} B/cycle{}", ch, port,
+                         dbuf ? ", double-buffered" : "");
+    });
+    b.simple([&] { return name("load_activation_tile"); }, "load_activation_tile", std::int64_t(a), n);
+    b.loop([&] { return name("compute_tile"); }, "compute_tile", steps, mu.ii, mu.pipeline_depth, n, n * c);
+    if (last_col) b.simple([&] { return name("store (requantize)"); }, "store_tile", in.tokens * tile_r, n);
   };
   cls("full tiles", (rt - 1) * (ct - 1), tr, tc, false);
   cls("last column tiles", rt - 1, tr, last_c, true);
@@ -196,9 +212,11 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
     if (n_blocks <= 0) return;
     const std::int64_t calls = n_blocks * in.heads;
     if (int8)
-      scales += b.loop(fmt::format("attention: load K, V scales of {}", which), "attention_load_scales", n_keys, 1, 0,
-                       calls, double(calls) * scale_load(n_keys), "one request per block on each scale bundle, one scale per cycle");
-    loads += b.loop(fmt::format("attention: load K, V of {}", which), "attention_load_kv", n_keys * beat, 1, 0, calls,
+      scales += b.loop([&] { return fmt::format("attention: load K, V scales of {}", which); }, "attention_load_scales",
+                       n_keys, 1, 0, calls, double(calls) * scale_load(n_keys),
+                       "one request per block on each scale bundle, one scale per cycle");
+    loads += b.loop([&] { return fmt::format("attention: load K, V of {}", which); }, "attention_load_kv", n_keys * beat,
+                    1, 0, calls,
                     double(calls) * block_load(n_keys),
                     "one request per block on each KV bundle, keys x beats flattened, lanes elements per beat");
   };
@@ -217,9 +235,9 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
 
 }  // namespace
 
-Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
+Work unit_work(const Design& d, const Instruction& in, const PortRates& r, bool list_loops) {
   Work w;
-  Builder b(w);
+  Builder b(w, list_loops);
   const int lanes = d.vector_unit.lanes;
   const std::int64_t tokens = in.tokens;
   auto pass = [&](std::int64_t n) { return ceil_div(n, lanes); };
@@ -236,7 +254,7 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
       w.unit = UnitKind::vector;
       const bool layer_norm = in.weight_bytes >= 2LL * in.cols * 4;  // gain and bias
       const int reductions = layer_norm ? 2 : 1;
-      double c = load_floats(b, in.name.empty() ? "norm" : "norm", std::int64_t(in.cols) * reductions, 1, r, w);
+      double c = load_floats(b, "norm", std::int64_t(in.cols) * reductions, 1, r, w);
       c += b.simple(layer_norm ? "norm: lane_reduce (mean, variance)" : "norm: lane_reduce (sum of squares)",
                     "lane_reduce", pass(in.cols), reductions * tokens);
       c += b.simple("norm: scale", layer_norm ? "layernorm_scale" : "rmsnorm_scale", pass(in.cols), tokens);
@@ -299,7 +317,8 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r) {
     case Op::swiglu:
     case Op::gelu: {
       w.unit = UnitKind::vector;
-      w.body_cycles = b.simple(std::string(to_string(in.op)) + ": lanes", to_string(in.op), pass(in.cols), tokens);
+      w.body_cycles = b.simple([&] { return std::string(to_string(in.op)) + ": lanes"; }, to_string(in.op),
+                               pass(in.cols), tokens);
       break;
     }
   }

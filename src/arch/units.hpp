@@ -127,8 +127,9 @@ struct Work {
 };
 
 // The work of one instruction on one card of `design` (`cards`: the tensor split's share
-// of rows, columns and heads is the caller's: see shard()).
-Work unit_work(const Design& design, const Instruction& ins, const PortRates& rates);
+// of rows, columns and heads is the caller's: see shard()). Without `list_loops`,
+// Work::loops stays empty and every figure is the same.
+Work unit_work(const Design& design, const Instruction& ins, const PortRates& rates, bool list_loops = true);
 
 // One card's part of an instruction under a tensor split over `cards` cards, as the
 // multi-card executor divides it: column-parallel matmuls (wq, wk, wv, w1, w3, cls) by

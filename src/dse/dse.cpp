@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "arch/instances.hpp"
 #include "hw/resources.hpp"
@@ -101,6 +102,17 @@ std::vector<Candidate> pareto_front(const std::vector<Candidate>& all) {
               front.end());
   return front;
 }
+
+// Candidates equal in hw::resource_view share one count.
+struct ViewHash {
+  std::size_t operator()(const arch::Design& d) const {
+    std::size_t h = 0;
+    for (int v : {d.matrix_unit.rows, d.matrix_unit.cols, d.vector_unit.lanes, d.memory.weight_channels,
+                  d.memory.kv_channels, d.parallel.cards})
+      h = h * 1000003 + std::size_t(v);
+    return h;
+  }
+};
 
 DeviceResult explore_gpu(const hw::Device& dev, const Request& req, Objective obj, const perf::Workloads& w) {
   DeviceResult r;
@@ -210,6 +222,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
                                  weight_bytes <= onchip ? fmt::format("; the weights would fit in the {:.1f} MB usable on chip", onchip / 1e6)
                                                         : std::string()));
   std::vector<Candidate> all;
+  std::unordered_map<arch::Design, hw::Utilization, ViewHash> resources;
   for (int cards = 1; cards <= req.max_cards; cards *= 2) {
     if (cards > 1 && !all.empty()) break;  // more cards only when one does not fit
     for (auto [rows, cols] : shapes)
@@ -244,28 +257,32 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
           d.kv_bits = kv_bits;
           if (!d.problems().empty() || !arch::instance_problems(d).empty()) continue;
           ++r.evaluated;
-          hw::Utilization use;
-          try {
-            use = hw::estimate_resources(d, dev, {&req.config});
-          } catch (const fpgallm::InputError& e) {
-            r.why_not.push_back(e.what());
-            return r;
+          arch::Design view = hw::resource_view(d);
+          auto found = resources.find(view);
+          if (found == resources.end()) {
+            try {
+              found = resources.emplace(std::move(view), hw::estimate_resources(d, dev, {&req.config, false})).first;
+            } catch (const fpgallm::InputError& e) {
+              r.why_not.push_back(e.what());
+              return r;
+            }
           }
+          const hw::Utilization& use = found->second;
           if (!use.fits) {
             ++r.rejected_resources;
             if (r.rejected_resources == 1)
               for (const auto& o : use.overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
             continue;
           }
-          Candidate c;
-          c.design = d;
-          c.prediction = perf::predict(d, dev, w);
-          c.price_usd = design_price_usd(dev, cards);
-          if (!c.prediction.fits_memory) {
+          if (const perf::MemoryFit m = perf::memory_fit(d, dev, w); !m.fits) {
             ++r.rejected_memory;
-            if (r.rejected_memory == 1) r.why_not.push_back(c.prediction.placement);
+            if (r.rejected_memory == 1) r.why_not.push_back(m.placement);
             continue;
           }
+          Candidate c;
+          c.design = d;
+          c.prediction = perf::predict(d, dev, w, use, perf::Detail::totals);
+          c.price_usd = design_price_usd(dev, cards);
           const hw::Resource b = use.binding();
           const auto& bl = use.line(b);
           c.binding_fraction = bl.ceiling > 0 ? bl.used / bl.ceiling : 0;
@@ -277,6 +294,15 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   r.pareto = pareto_front(all);
   if (all.size() > 24) all.resize(24);
   r.ranked = std::move(all);
+  // The designs kept get their operation lists.
+  for (auto& c : r.ranked)
+    c.prediction = perf::predict(c.design, dev, w, resources.at(hw::resource_view(c.design)), perf::Detail::ops);
+  for (auto& c : r.pareto) {
+    const auto same = std::find_if(r.ranked.begin(), r.ranked.end(), [&](const Candidate& k) { return k.design == c.design; });
+    c.prediction = same != r.ranked.end()
+                       ? same->prediction
+                       : perf::predict(c.design, dev, w, resources.at(hw::resource_view(c.design)), perf::Detail::ops);
+  }
   if (r.ranked.empty() && r.why_not.empty()) r.why_not.push_back("no design of the explored space fits");
   return r;
 }

@@ -147,16 +147,23 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
   const bool dsp48 = dev.dsp_type.has() && dev.dsp_type.value->find("DSP48E2") != std::string::npos;
   const bool dsp58 = is_dsp58(dev);
 
+  // The RTL matrix unit replaces terms by name: it is always described.
+  const bool describe = opt.describe || d.matrix_unit.impl == arch::MatrixUnitImpl::rtl;
   Utilization u;
   u.device = dev.id;
+  auto assume = [&](auto&& words) {
+    if (describe) u.assumptions.push_back(words());
+  };
   const KernelSizes sizes = opt.model ? kernel_sizes(*opt.model) : kernel_sizes(d);
-  u.parts = unit_resources(d, sizes, dsp58);
-  u.assumptions.push_back("sizes of the top's arrays: " + sizes.source);
+  u.parts = unit_resources(d, sizes, dsp58, describe);
+  assume([&] { return "sizes of the top's arrays: " + sizes.source; });
   if (!dsp48 && !dsp58)
-    u.assumptions.push_back(fmt::format(
-        "{} is not AMD fabric ({}): counted as the Vitis HLS build of the same kernels would be on DSP48E2 "
-        "(one DSP block per product, fp32 cores at their AMD costs); its own tools would map them differently",
-        dev.id, dev.dsp_type.has() ? *dev.dsp_type : "DSP type unknown"));
+    assume([&] {
+      return fmt::format(
+          "{} is not AMD fabric ({}): counted as the Vitis HLS build of the same kernels would be on DSP48E2 "
+          "(one DSP block per product, fp32 cores at their AMD costs); its own tools would map them differently",
+          dev.id, dev.dsp_type.has() ? *dev.dsp_type : "DSP type unknown");
+    });
   if (d.matrix_unit.impl == arch::MatrixUnitImpl::rtl) {
     // The RTL unit (rtl/fpgallm_matrix_unit.v) replaces the MAC array and its adders.
     Part& mu = u.parts.front();
@@ -177,9 +184,17 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     for (const auto& x : t) mu.use += x.total();
     mu.checked = kMatrixUnitChecked;
   }
-  u.assumptions.push_back(
-      "URAM: none; the kernels ask for no URAM (no BIND_STORAGE), and design.buffers (weight tile, on-chip KV) are not "
-      "instantiated by the emitted top: weights stream through FIFOs, the KV cache stays off chip (arch/units.hpp)");
+  // Each compute unit (one per SLR) has its own units; the memory subsystem below is counted once.
+  if (d.compute_units > 1)
+    for (auto& p : u.parts) {
+      p.use = p.use * d.compute_units;
+      if (describe) p.formula += fmt::format("; x {} compute units", d.compute_units);
+    }
+  assume([] {
+    return std::string(
+        "URAM: none; the kernels ask for no URAM (no BIND_STORAGE), and design.buffers (weight tile, on-chip KV) are not "
+        "instantiated by the emitted top: weights stream through FIFOs, the KV cache stays off chip (arch/units.hpp)");
+  });
 
   // The platform's memory subsystem behind the AXI masters.
   {
@@ -188,8 +203,10 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     const bool hard = dev.memory_controller.has() && dev.memory_controller.value->rfind("hard", 0) == 0;
     const int channels = d.memory.weight_channels + d.memory.kv_channels + d.memory.activation_channels;
     if (hard) {
-      u.assumptions.push_back("memory controllers are hard blocks on " + dev.id + " (" + dev.memory_controller.source +
-                              "): no fabric cost beyond the AXI masters");
+      assume([&] {
+        return "memory controllers are hard blocks on " + dev.id + " (" + dev.memory_controller.source +
+               "): no fabric cost beyond the AXI masters";
+      });
     } else if (hbm) {
       u.parts.push_back({"HBM subsystem", kFinnHbm, "FINN util/platforms.py HBM_RESOURCE_REQUIREMENTS (once per card)", "", {}});
     } else if (pool) {
@@ -198,13 +215,6 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
                          "FINN util/platforms.py DDR_RESOURCE_REQUIREMENTS per DDR controller used", "", {}});
     }
   }
-  // Each compute unit (one per SLR) has its own units; the memory subsystem is counted once.
-  if (d.compute_units > 1)
-    for (auto& p : u.parts) {
-      if (p.terms.empty()) continue;
-      p.use = p.use * d.compute_units;
-      p.formula += fmt::format("; x {} compute units", d.compute_units);
-    }
   if (d.parallel.cards > 1)
     u.parts.push_back({"card-to-card network", kFinnEth, "FINN util/platforms.py ETH_RESOURCE_REQUIREMENTS (VNx UDP stack)", "", {}});
 
@@ -226,21 +236,35 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
   line(Resource::uram, u.total.uram, avail_fabric.uram, pf.uram_ceiling);
   u.fits = std::all_of(u.lines.begin(), u.lines.end(), [](const ResourceLine& l) { return l.fits(); });
 
-  u.assumptions.push_back(pf.available.lut.has()
-                              ? "available = user region after the platform shell: " + pf.available_source
-                              : "no shell share known for " + dev.id + ": the whole device counts as available");
-  u.assumptions.push_back(fmt::format(
-      "ceilings {:.0f}% LUT, {:.0f}% FF, {:.0f}% DSP, {:.0f}% BRAM, {:.0f}% URAM of available ({})", 100 * pf.lut_ceiling,
-      100 * pf.ff_ceiling, 100 * pf.dsp_ceiling, 100 * pf.bram_ceiling, 100 * pf.uram_ceiling, pf.ceiling_source));
+  assume([&] {
+    return pf.available.lut.has() ? "available = user region after the platform shell: " + pf.available_source
+                                  : "no shell share known for " + dev.id + ": the whole device counts as available";
+  });
+  assume([&] {
+    return fmt::format("ceilings {:.0f}% LUT, {:.0f}% FF, {:.0f}% DSP, {:.0f}% BRAM, {:.0f}% URAM of available ({})",
+                       100 * pf.lut_ceiling, 100 * pf.ff_ceiling, 100 * pf.dsp_ceiling, 100 * pf.bram_ceiling,
+                       100 * pf.uram_ceiling, pf.ceiling_source);
+  });
   // One matrix unit placed across SLRs crosses super-long lines; flag it.
   double largest_slr_dsp = 0;
   for (const auto& s : dev.slrs) largest_slr_dsp = std::max(largest_slr_dsp, s.available.dsp.or_else(0));
   const double unit_dsp = u.parts.front().use.dsp / d.compute_units;
   if (largest_slr_dsp > 0 && unit_dsp > pf.dsp_ceiling * largest_slr_dsp)
-    u.assumptions.push_back(fmt::format(
-        "the matrix unit's {:.0f} DSPs exceed one SLR's {:.0f} allowed: it spans SLRs (expect a lower clock)",
-        unit_dsp, pf.dsp_ceiling * largest_slr_dsp));
+    assume([&] {
+      return fmt::format("the matrix unit's {:.0f} DSPs exceed one SLR's {:.0f} allowed: it spans SLRs (expect a lower clock)",
+                         unit_dsp, pf.dsp_ceiling * largest_slr_dsp);
+    });
   return u;
+}
+
+arch::Design resource_view(const arch::Design& design) {
+  arch::Design v = design;
+  v.name.clear();
+  if (v.matrix_unit.impl == arch::MatrixUnitImpl::hls) {
+    v.tiling = {};
+    v.buffers.weight_bytes = 0;
+  }
+  return v;
 }
 
 void to_json(nlohmann::json& j, const Utilization& u) {

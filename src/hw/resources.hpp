@@ -77,12 +77,20 @@ struct ResourceOptions {
   // The model the emitted top is sized for (its on-chip arrays and loop bounds); without
   // one, kernel_sizes(design) states what is assumed.
   const model::Config* model = nullptr;
+  // false: the counts alone, as the design search needs them for many designs: parts without
+  // terms or formulas, no assumptions; every count, line and total is the same.
+  bool describe = true;
 };
 
 // Counts every part of `design` on `device`. Throws fpgallm::InputError if the device is
 // a GPU or lacks the fabric figures the model needs.
 Utilization estimate_resources(const arch::Design& design, const Device& device,
                                const ResourceOptions& options = {});
+
+// `design` without what the resource model does not read: its name, and the tiling and
+// weight buffer of an HLS matrix unit (the emitted top instantiates neither). Designs with
+// equal views have equal counts on a device.
+arch::Design resource_view(const arch::Design& design);
 
 // The matrix unit as rtl/fpgallm_matrix_unit.v builds it on DSP48E2 fabric (int8
 // activations, int8 or int4 weights): DSP, LUT, FF and BRAM of the Yosys mapping of that

@@ -91,14 +91,25 @@ struct Ops {  // fp32 operators of one pipelined loop body (or one shared sequen
   int fadd = 0, fmul = 0, fdiv = 0, fsqrt = 0, fcmp = 0, sitofp = 0, fptosi = 0;
 };
 
+// How the units are counted: on Versal's DSP58 or not; with every term described, or the
+// counts alone (Part::use summed in the same order, no terms or formulas).
+struct Counting {
+  bool dsp58 = false;
+  bool describe = true;
+};
+
 class Unit {
  public:
-  Unit(std::string name, bool dsp58, arch::VectorFormat format = arch::VectorFormat::fp32)
-      : dsp58_(dsp58), format_(format) {
+  Unit(std::string name, const Counting& how, arch::VectorFormat format = arch::VectorFormat::fp32)
+      : dsp58_(how.dsp58), describe_(how.describe), format_(format) {
     part_.name = std::move(name);
   }
   void term(std::string what, double count, Resources each, std::string formula, std::string source) {
     if (count <= 0) return;
+    if (!describe_) {
+      part_.use += each * count;
+      return;
+    }
     part_.terms.push_back({std::move(what), count, each, std::move(formula), std::move(source)});
   }
   // `copies` x the operators `ops` (e.g. lanes x the ops of one lane).
@@ -109,6 +120,7 @@ class Unit {
       const FpCore& c = fp_core(name);
       Resources r{c.lut, c.ff, c.dsp, 0, 0};
       if (dsp58_ && c.dsp > 0) r.dsp = kDsp58FpDsp;
+      if (!describe_) return term({}, copies * n, r, {}, {});
       term(fmt::format("{}: {}", what, name), copies * n, r, fmt::format("{} x {} {}", formula, n, name),
            source + "; " + c.source);
     };
@@ -134,8 +146,9 @@ class Unit {
       how = "LUTRAM (RAM32M16 / RAM64M8, UG574)";
     } else {
       each.bram36 = bram18_for_bank(width, depth) / 2;
-      how = fmt::format("{:g} BRAM18 per bank (UG573 aspect ratios)", bram18_for_bank(width, depth));
+      if (describe_) how = fmt::format("{:g} BRAM18 per bank (UG573 aspect ratios)", bram18_for_bank(width, depth));
     }
+    if (!describe_) return term({}, double(banks), each, {}, {});
     term(what, double(banks), each, fmt::format("{} banks x {} words x {} bits ({}); {}", banks, depth, width, how, formula),
          source);
   }
@@ -147,11 +160,13 @@ class Unit {
       how = "shift registers, SRLC32E (UG574)";
     } else {
       each.bram36 = bram18_for_bank(width, depth) / 2;
-      how = fmt::format("{:g} BRAM18 (UG573)", bram18_for_bank(width, depth));
+      if (describe_) how = fmt::format("{:g} BRAM18 (UG573)", bram18_for_bank(width, depth));
     }
+    if (!describe_) return term({}, double(copies), each, {}, {});
     term(what, double(copies), each, fmt::format("{} x FIFO of {} words x {} bits ({})", copies, depth, width, how), source);
   }
   Part done() {
+    if (!describe_) return std::move(part_);
     for (const auto& t : part_.terms) part_.use += t.total();
     std::string f;
     for (const auto& t : part_.terms) f += (f.empty() ? "" : "; ") + fmt::format("{:g} {}", t.count, t.what);
@@ -161,7 +176,7 @@ class Unit {
   Part& part() { return part_; }
 
  private:
-  bool dsp58_;
+  bool dsp58_, describe_;
   arch::VectorFormat format_;
   Part part_;
 };
@@ -232,7 +247,8 @@ KernelSizes kernel_sizes(const arch::Design& d) {
   return k;
 }
 
-std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bool dsp58) {
+std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bool dsp58, bool describe) {
+  const Counting how{dsp58, describe};
   const int pe = d.matrix_unit.rows, simd = d.matrix_unit.cols, lanes = d.vector_unit.lanes;
   // Each compute unit streams its weights over its share of the weight channels
   // (arch::Design::compute_units), whole channels that together do not exceed the design's
@@ -249,7 +265,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   // emit_text.cpp:250-258).
   {
     const bool fp16_macs = d.matrix_unit.weight_bits == 16 && d.matrix_unit.act_bits == 16;
-    Unit u("matrix unit", dsp58, fp16_macs ? arch::VectorFormat::fp16 : arch::VectorFormat::fp32);
+    Unit u("matrix unit", how, fp16_macs ? arch::VectorFormat::fp16 : arch::VectorFormat::fp32);
     const double products = double(pe) * simd;
     if (fp16_macs) {
       // fp16 operands (DFX's matrix unit): per row cols multipliers, an adder tree of cols - 1
@@ -314,7 +330,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   // A shared vector unit (design.vector_unit.shared, not the kernels): one datapath per
   // lane that every vector operation runs on in turn.
   if (d.vector_unit.shared) {
-    Unit u("vector unit", dsp58, vformat);
+    Unit u("vector unit", how, vformat);
     const std::string L = fmt::format("lanes = {}", lanes);
     const char* src = "design: vector_unit.shared (not a kernel: the kernels give each operation its own datapath)";
     Ops lane;  // multiply, add, compare (max, clamp), to integer (codes, the exp table's index)
@@ -334,7 +350,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   }
   // Vector unit: every call site of its kernels in the emitted top, each its own instance.
   if (!d.vector_unit.shared) {
-    Unit u("vector unit", dsp58, vformat);
+    Unit u("vector unit", how, vformat);
     const std::string L = fmt::format("lanes = {}", lanes);
     Ops reduce;  // lane_reduce of x^2 (shift 0 folds away): acc += x * x
     reduce.fmul = 1;
@@ -399,7 +415,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
 
   // Attention and the KV store (one call site each, emit_text.cpp:338,344).
   {
-    Unit u("attention", dsp58, vformat);
+    Unit u("attention", how, vformat);
     // With a shared vector unit the lane work below runs on it; the block memories stay.
     if (!d.vector_unit.shared) {
       const std::string L = fmt::format("lanes = {}", lanes);
@@ -455,7 +471,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
 
   // On-chip activations: the top's static arrays, each cyclically partitioned.
   {
-    Unit u("on-chip activations", dsp58);
+    Unit u("on-chip activations", how);
     const int partition = std::max({pe, lanes, 16});
     const int max_width =
         round_up(std::max({k.vocab, k.hidden_dim, k.dim, k.q_dim, k.kv_dim}), std::max(16, lanes));
@@ -480,7 +496,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   // 266-273), each an adapter with its read (and, where the top writes, write) data buffer of
   // outstanding x burst beats (UG1399 'Controlling AXI4 Burst Behavior', 'M_AXI Resources').
   {
-    Unit u("memory ports", dsp58);
+    Unit u("memory ports", how);
     const int burst = arch::burst_beats(d);
     const int bundles = channels + 7;
     u.term("m_axi adapters", bundles, Resources{kAxiAdapterLut, kAxiAdapterFf, 0, 0, 0},
@@ -511,7 +527,7 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
 
   // Controller: the top's instruction loop.
   {
-    Unit u("controller", dsp58);
+    Unit u("controller", how);
     u.term("instruction words", arch::kInstructionWords, Resources{0, 32, 0, 0, 0},
            fmt::format("{} x 32-bit registers; the program is read from gmem_host, no instruction memory on chip",
                        arch::kInstructionWords),

@@ -53,6 +53,7 @@ double bram18_for_bank(int width_bits, long long depth);
 // The units of the emitted accelerator (matrix unit, vector unit, attention, on-chip
 // activations, memory ports, controller), each with its terms. `dsp58`: Versal fabric,
 // where an fp32 add or multiply is one DSP58 (DSPFP32 mode) instead of 2 or 3 DSP48E2.
-std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bool dsp58 = false);
+// Without `describe`, each part has its counts alone (no terms, no formula).
+std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bool dsp58 = false, bool describe = true);
 
 }  // namespace hw

@@ -7,6 +7,7 @@
 // (same workload, documented efficiency factors) use the same Prediction. Every
 // Prediction carries the assumptions it rests on and never exceeds the peak arithmetic or
 // memory bandwidth of its hardware. Equations and sources: docs/performance-model.md.
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -116,11 +117,18 @@ struct Scenario {
   int context = 512; // decode: positions the new token attends
 };
 
+// What the designs predicted on a Workloads share, computed once as they need it: its
+// phases' instruction lists (per stage, position and arch::ProgramFields) and the model's
+// weight bytes (perf/workload_cache.hpp).
+struct WorkloadCache;
+
 // The two phases of a scenario, lowered once and reused for many designs.
 struct Workloads {
   Scenario scenario;
   graph::Workload prefill;
   graph::Workload decode;
+  // Set by lower() and shared by its copies; reset it when a phase is changed afterwards.
+  std::shared_ptr<WorkloadCache> cache;
 };
 Workloads lower(const model::Config& config, const graph::Precision& precision, const Scenario& scenario);
 
@@ -257,6 +265,22 @@ enum class Hardware { fpgallm_kernels, published_accelerator };
 // batch > 1, mixture of experts) fall back to the per-operation model, with a note.
 Prediction predict(const arch::Design& design, const hw::Device& device, const Workloads& w,
                    const Constants& c = constants(), Hardware hardware = Hardware::fpgallm_kernels);
+// Whether a prediction lists its operations (PhaseTime::ops) or gives the phases' totals alone.
+enum class Detail { ops, totals };
+// The same with the design's resource counts given (hw::estimate_resources(design, device,
+// {&w.decode.config}), as the design search has them) and the detail asked for; every
+// figure is the same.
+Prediction predict(const arch::Design& design, const hw::Device& device, const Workloads& w,
+                   const hw::Utilization& resources, Detail detail, const Constants& c = constants(),
+                   Hardware hardware = Hardware::fpgallm_kernels);
+// Where `design` keeps its weights and KV cache on `device`: predict()'s fits_memory and
+// placement, without the rest of the prediction.
+struct MemoryFit {
+  bool fits = true;
+  std::string placement;
+};
+MemoryFit memory_fit(const arch::Design& design, const hw::Device& device, const Workloads& w,
+                     const Constants& c = constants());
 // A GPU baseline running the same workload on `cards` GPUs (tensor parallel when > 1).
 Prediction predict_gpu(const hw::Device& device, const Workloads& w, int cards = 1,
                        GpuStack stack = GpuStack::graphs, const Constants& c = constants());

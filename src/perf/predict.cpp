@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "hw/power.hpp"
 #include "hw/resources.hpp"
 #include "perf/perf.hpp"
+#include "perf/workload_cache.hpp"
 #include "util/error.hpp"
 
 namespace perf {
@@ -35,6 +37,7 @@ Workloads lower(const model::Config& config, const graph::Precision& precision, 
   decode.context = s.context;
   w.prefill = graph::lower(config, prefill, precision);
   w.decode = graph::lower(config, decode, precision);
+  w.cache = std::make_shared<WorkloadCache>();
   return w;
 }
 
@@ -158,7 +161,7 @@ Placement place(const arch::Design& d, const hw::Device& dev, double weight_byte
   return p;
 }
 
-void add_phase_op(PhaseTime& ph, const OpTime& o) {
+void add_phase_totals(PhaseTime& ph, const OpTime& o) {
   ph.compute_s += o.compute_s;
   ph.memory_s += o.memory_s;
   ph.fixed_s += o.fixed_s;
@@ -166,6 +169,10 @@ void add_phase_op(PhaseTime& ph, const OpTime& o) {
   ph.seconds += o.time_s;
   ph.flops += o.flops;
   ph.offchip_bytes += o.offchip_bytes;
+}
+
+void add_phase_op(PhaseTime& ph, const OpTime& o) {
+  add_phase_totals(ph, o);
   ph.ops.push_back(o);
 }
 
@@ -344,49 +351,71 @@ graph::OpKind op_kind(const arch::Instruction& in) {
   return graph::OpKind::activation;
 }
 
-// The programs (arch::Program) of one phase, as the simulator runs them: prefill in blocks
-// of tiling.prefill_block tokens, decode one token at position context - 1. Empty when the
-// instruction list cannot express the model.
-std::vector<arch::Program> phase_programs(const graph::Workload& wl, const arch::Design& d) {
-  std::vector<arch::Program> programs;
-  const graph::Precision& pr = wl.precision;
-  const arch::PrecisionFn precision = [&pr](int layer, model::Linear which) {
-    return arch::LinearPrecision{pr.bits_for(model::linear_name(layer, which)), pr.group_size, pr.static_act};
-  };
-  try {
-    if (wl.shape.phase == graph::Phase::decode) {
-      programs.push_back(arch::build_program(wl.config, d, arch::Stage::decode, wl.shape.context - 1, 1, precision));
-    } else {
-      for (int pos = 0; pos < wl.shape.prompt; pos += d.tiling.prefill_block)
-        programs.push_back(arch::build_program(wl.config, d, arch::Stage::prefill, pos,
-                                               std::min(d.tiling.prefill_block, wl.shape.prompt - pos), precision));
-    }
-  } catch (const std::invalid_argument&) {
-    programs.clear();
+// The model's promise: no operation moves bytes faster than the card's ports carry or
+// computes above its MAC array's peak. check() throws std::logic_error for one that does.
+struct Bounds {
+  const std::string& target;
+  double peak_ops_card = 0, raw_bw_card = 0;
+  void check(const OpTime& o, const std::string& name) const {
+    if (o.time_s <= 0 || o.on_host) return;
+    if (o.offchip_bytes / o.time_s > raw_bw_card * (1 + 1e-9))
+      throw std::logic_error(fmt::format("perf: {} op {} moves {:.3g} B/s, above the card's {:.3g} B/s", target, name,
+                                         o.offchip_bytes / o.time_s, raw_bw_card));
+    if (is_matrix(o.kind) && o.compute_s > 0 && o.flops / o.time_s > peak_ops_card * 1.001 + 1)
+      throw std::logic_error(fmt::format("perf: {} op {} computes {:.3g} op/s, above the peak {:.3g}", target, name,
+                                         o.flops / o.time_s, peak_ops_card));
   }
-  return programs;
-}
+};
+
+// Where the operations of a phase go, in order: its totals, the bounds check (null: none)
+// and, when `list`, its operation list.
+struct PhaseSink {
+  PhaseTime& ph;
+  bool list = true;
+  const Bounds* bounds = nullptr;
+  void add(OpTime&& o, const std::string& name, int layer) {
+    add_phase_totals(ph, o);
+    if (bounds) bounds->check(o, name);
+    if (!list) return;
+    o.name = name;
+    o.layer = layer;
+    ph.ops.push_back(std::move(o));
+  }
+};
 
 // A phase costed instruction by instruction with the units' description (arch::unit_work):
 // the instruction list the simulator executes and the kernels run, one instruction after
 // another; over a tensor split every card runs its share (arch::shard) and the collectives
 // around wo, w2 and the classifier follow their matmul; over a pipeline split the stages
-// run in turn with the hand-offs between them.
-void program_phase(const FpgaContext& x, const model::Config& cfg, const std::vector<arch::Program>& programs,
-                   const arch::PortRates& rates, bool dynamic_scale, PhaseTime& ph, std::vector<Transfer>& transfers) {
+// run in turn with the hand-offs between them. Each shape of instruction is described once;
+// the instructions are summed in order.
+void program_phase(const FpgaContext& x, const std::vector<ProgramRun>& runs, const arch::PortRates& rates,
+                   PhaseSink& sink, std::vector<Transfer>& transfers) {
   const auto& d = x.d;
   const int share = x.tensor ? x.cards : 1;
   const double stream_rate = rates.weight_channel * rates.weight_channels;
-  for (const auto& prog : programs) {
-    const auto step = card_transfers(cfg, d.parallel, prog.tokens, prog.tokens, dynamic_scale);
-    transfers.insert(transfers.end(), step.begin(), step.end());
-    for (const auto& in : prog.instructions) {
+  if (sink.list) {
+    std::size_t n = sink.ph.ops.size();
+    for (const ProgramRun& run : runs) n += run.program->program.instructions.size();
+    sink.ph.ops.reserve(n);
+  }
+  std::vector<OpTime> shape_time;
+  std::vector<double> link_s;  // per matmul of the step: the collectives around it
+  for (const ProgramRun& run : runs) {
+    const ShapedProgram& sp = *run.program;
+    const arch::Program& prog = sp.program;
+    const Step& step = *run.step;
+    transfers.insert(transfers.end(), step.transfers.begin(), step.transfers.end());
+    link_s.assign(step.linears.size(), 0.0);
+    for (std::size_t k = 0; k < step.transfers.size(); ++k)
+      if (step.linear_of[k] >= 0)
+        link_s[step.linear_of[k]] += step.transfers[k].seconds(x.cards, x.link.bytes_per_s, x.link.hop_s);
+    shape_time.clear();
+    for (const auto& in : sp.shapes) {
       const arch::Instruction part = arch::shard(in, share);
-      const arch::Work w = arch::unit_work(d, part, rates);
+      const arch::Work w = arch::unit_work(d, part, rates, false);
       OpTime o;
-      o.name = in.name;
       o.kind = op_kind(in);
-      o.layer = in.layer;
       o.flops = 2.0 * double(w.macs);
       o.offchip_bytes = double(w.weight_bytes + w.param_bytes + w.kv_read_bytes + w.kv_write_bytes);
       const double compute = w.unit == arch::UnitKind::matrix ? w.stream_compute + w.stream_fill : w.body_cycles;
@@ -396,28 +425,38 @@ void program_phase(const FpgaContext& x, const model::Config& cfg, const std::ve
       o.compute_s = std::min(compute, w.body_cycles) / x.f;
       o.memory_s = std::min(memory, w.body_cycles) / x.f;
       o.fixed_s = (w.fetch_cycles + w.host_cycles) / x.f;
-      for (const Transfer& t : step)
-        if (!t.linear.empty() && t.linear == in.name) o.link_s += t.seconds(x.cards, x.link.bytes_per_s, x.link.hop_s);
-      o.time_s = w.cycles / x.f + o.link_s;
-      o.bound = classify(o.compute_s, o.memory_s, o.fixed_s, o.link_s);
-      add_phase_op(ph, o);
+      o.time_s = w.cycles / x.f;  // the collectives added per instruction
+      shape_time.push_back(o);
+    }
+    const std::vector<int>& linear_of = *run.linear_of;
+    if (sink.list || (sink.bounds && !link_s.empty())) {
+      for (std::size_t i = 0; i < prog.instructions.size(); ++i) {
+        const arch::Instruction& in = prog.instructions[i];
+        OpTime o = shape_time[sp.shape_of[i]];
+        if (linear_of[i] >= 0) o.link_s = link_s[linear_of[i]];
+        o.time_s += o.link_s;
+        o.bound = classify(o.compute_s, o.memory_s, o.fixed_s, o.link_s);
+        sink.add(std::move(o), in.name, in.layer);
+      }
+      continue;
+    }
+    // The totals alone: the instructions' figures summed in order, each shape checked once.
+    if (sink.bounds)
+      for (std::size_t k = 0; k < sp.shapes.size(); ++k)
+        sink.bounds->check(shape_time[k], prog.instructions[sp.first_of[k]].name);
+    PhaseTime& ph = sink.ph;
+    for (std::size_t i = 0; i < prog.instructions.size(); ++i) {
+      const OpTime& o = shape_time[sp.shape_of[i]];
+      const double link = linear_of[i] >= 0 ? link_s[linear_of[i]] : 0.0;
+      ph.compute_s += o.compute_s;
+      ph.memory_s += o.memory_s;
+      ph.fixed_s += o.fixed_s;
+      ph.link_s += link;
+      ph.seconds += o.time_s + link;
+      ph.flops += o.flops;
+      ph.offchip_bytes += o.offchip_bytes;
     }
   }
-}
-
-// Throws std::logic_error when a figure breaks a physical bound: the model's promise.
-void check_bounds(const Prediction& p, const std::vector<const PhaseTime*>& phases, double peak_ops_card,
-                  double raw_bw_card) {
-  for (const PhaseTime* ph : phases)
-    for (const OpTime& o : ph->ops) {
-      if (o.time_s <= 0 || o.on_host) continue;
-      if (o.offchip_bytes / o.time_s > raw_bw_card * (1 + 1e-9))
-        throw std::logic_error(fmt::format("perf: {} op {} moves {:.3g} B/s, above the card's {:.3g} B/s", p.target,
-                                           o.name, o.offchip_bytes / o.time_s, raw_bw_card));
-      if (is_matrix(o.kind) && o.compute_s > 0 && o.flops / o.time_s > peak_ops_card * 1.001 + 1)
-        throw std::logic_error(fmt::format("perf: {} op {} computes {:.3g} op/s, above the peak {:.3g}", p.target,
-                                           o.name, o.flops / o.time_s, peak_ops_card));
-    }
 }
 
 // One card's cost per hour: its cloud price, else its price amortized plus the electricity
@@ -489,10 +528,29 @@ arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const m
   return port_rates(d, dev, *main_pool, pl.kv ? *pl.kv : *main_pool, c);
 }
 
-Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c,
-                   Hardware hardware) {
+namespace {
+
+// What the design stores: the model's weights as it stores them and the KV cache at its
+// width (2, 4, 8 or 16 bits), whatever the workload's scheme.
+struct Stored {
+  double weights = 0, kv = 0, kv_scale = 1;
+};
+Stored stored_bytes(const arch::Design& d, const Workloads& w, WorkloadCache& cache) {
+  Stored s;
+  s.weights = model_weight_bytes(cache, w.decode);
+  for (const auto& op : w.decode.ops)
+    if (has_weights(op.kind)) s.weights += stored_weight_bytes(d, op) - op.weight_bytes;
+  s.kv_scale = double(d.kv_bits) / w.decode.precision.kv_bits;
+  s.kv = w.decode.kv_cache_bytes(w.scenario.context) * s.kv_scale;
+  return s;
+}
+
+Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Workloads& w,
+                        const hw::Utilization* resources, Detail detail, const Constants& c, Hardware hardware) {
   if (dev.kind != hw::Kind::fpga) throw fpgallm::InputError(dev.id, "predict: a design needs an FPGA device");
   if (auto problems = d.model_problems(); !problems.empty()) throw fpgallm::InputError(d.name, problems.front());
+  WorkloadCache own;  // where the workloads carry none (not from lower())
+  WorkloadCache& cache = w.cache ? *w.cache : own;
   Prediction p;
   p.target = d.name;
   p.device = dev.id;
@@ -501,12 +559,10 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   p.split = arch::to_string(d.parallel.split);
   p.scenario = w.scenario;
   p.precision = graph::to_string(w.decode.precision);
-  p.weight_bytes = w.decode.model_weight_bytes();
-  for (const auto& op : w.decode.ops)
-    if (has_weights(op.kind)) p.weight_bytes += stored_weight_bytes(d, op) - op.weight_bytes;
-  // The KV cache at the design's width (2, 4, 8 or 16 bits), whatever the workload's scheme.
-  const double kv_scale = double(d.kv_bits) / w.decode.precision.kv_bits;
-  p.kv_bytes = w.decode.kv_cache_bytes(w.scenario.context) * kv_scale;
+  const Stored stored = stored_bytes(d, w, cache);
+  p.weight_bytes = stored.weights;
+  const double kv_scale = stored.kv_scale;
+  p.kv_bytes = stored.kv;
   for (const auto& m : dev.memory) p.capacity_bytes += pool_bytes(m) * p.cards;
   const Placement pl = place(d, dev, p.weight_bytes, p.kv_bytes, p.cards, c);
   p.fits_memory = pl.fits;
@@ -556,20 +612,24 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   const bool program_path = hardware == Hardware::fpgallm_kernels && d.kernel_gaps().empty() && d.weights.bits == 0 &&
                             pl.fits && w.scenario.batch == 1;
   const arch::PortRates rates = program_path ? port_rates(d, dev, wp, kp, c) : arch::PortRates{};
-  auto run_phase = [&](const graph::Workload& wl, PhaseTime& ph, std::vector<Transfer>& transfers) -> bool {
+  const Bounds bounds{p.target, peak_ops_per_s(d), raw_bw};
+  // `context`: the decode phase's (wl's own but where the card's prefill varies it). `sink.ph` is the phase.
+  auto run_phase = [&](const graph::Workload& wl, int context, PhaseSink sink, std::vector<Transfer>& transfers) -> bool {
+    PhaseTime& ph = sink.ph;
     const int tokens = int(wl.tokens());
     int logits_tokens = int(wl.shape.batch);
     for (const auto& op : wl.ops)
       if (op.kind == graph::OpKind::classifier) logits_tokens = int(op.m);
-    transfers = card_transfers(wl.config, d.parallel, tokens, logits_tokens, dynamic_scale);
-    const auto programs = program_path ? phase_programs(wl, d) : std::vector<arch::Program>{};
-    if (!programs.empty()) {
-      transfers.clear();
-      program_phase(x, wl.config, programs, rates, dynamic_scale, ph, transfers);  // host transfers inside
+    const auto runs = program_path ? phase_runs(cache, wl, context, d, dynamic_scale) : std::vector<ProgramRun>{};
+    transfers.clear();
+    if (!runs.empty()) {
+      program_phase(x, runs, rates, sink, transfers);  // host transfers inside
     } else {
+      transfers = card_transfers(wl.config, d.parallel, tokens, logits_tokens, dynamic_scale);
       x.transfers = &transfers;
       x.heads = wl.config.n_heads * wl.shape.batch;
-      for (const auto& op : wl.ops) add_phase_op(ph, fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens));
+      for (const auto& op : wl.ops)
+        sink.add(fpga_op(x, op, op.kind == graph::OpKind::classifier ? int(op.m) : tokens), op.name, op.layer);
       x.transfers = nullptr;
       ph.host_s = host_seconds(wl, dev, c, classifier_on_host);
     }
@@ -585,11 +645,12 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
       ph.flops *= p.cards;
       ph.offchip_bytes *= p.cards;
     }
-    return !programs.empty();
+    return !runs.empty();
   };
   std::vector<Transfer> prefill_transfers;
-  const bool costed_prefill = run_phase(w.prefill, p.prefill, prefill_transfers);
-  const bool costed_decode = run_phase(w.decode, p.decode, p.decode_transfers);
+  const bool list = detail == Detail::ops;
+  const bool costed_prefill = run_phase(w.prefill, w.prefill.shape.context, {p.prefill, list, &bounds}, prefill_transfers);
+  const bool costed_decode = run_phase(w.decode, w.decode.shape.context, {p.decode, list, &bounds}, p.decode_transfers);
   if (program_path && !(costed_prefill && costed_decode))
     p.notes.push_back("the instruction list (arch::Program) cannot express this model; costed with the per-operation model");
   if (hardware == Hardware::fpgallm_kernels && !program_path)
@@ -606,11 +667,9 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
     // is piecewise linear in the context (the KV reads), so Simpson's rule over the first,
     // middle and last step sums the prompt's steps.
     auto step_at = [&](int context) {
-      graph::Workload wl = w.decode;
-      wl.shape.context = context;
       PhaseTime ph;
       std::vector<Transfer> tr;
-      run_phase(wl, ph, tr);
+      run_phase(w.decode, context, {ph, false, nullptr}, tr);
       return ph.seconds;
     };
     p.card_prefill_s = prompt * (step_at(1) + 4 * step_at((1 + prompt) / 2) + step_at(prompt)) / 6;
@@ -635,11 +694,12 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   p.decode_step_s = p.decode.seconds;
   p.decode_tokens_per_s = w.scenario.batch / p.decode_step_s;
   p.prefill_tokens_per_s = double(w.prefill.tokens()) / p.prefill_s;
-  check_bounds(p, {&p.prefill, &p.decode}, peak_ops_per_s(d), raw_bw);
 
   // Power while decoding: the resource model's counts with the activity the timing implies.
   try {
-    const hw::Utilization use = hw::estimate_resources(d, dev, {&w.decode.config});
+    std::optional<hw::Utilization> estimated;
+    const hw::Utilization& use =
+        resources ? *resources : estimated.emplace(hw::estimate_resources(d, dev, {&w.decode.config}));
     hw::Activity act;
     act.mac_busy = std::min(1.0, p.decode.compute_s / p.decode.seconds);
     act.vector_busy = 0.2;
@@ -716,6 +776,25 @@ Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads
   for (const auto& gap : d.kernel_gaps()) p.notes.push_back("predicted only; the kernels cannot run it: " + gap);
   if (!pl.fits) p.notes.push_back("does not fit: " + pl.text);
   return p;
+}
+
+}  // namespace
+
+MemoryFit memory_fit(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c) {
+  WorkloadCache own;
+  const Stored stored = stored_bytes(d, w, w.cache ? *w.cache : own);
+  const Placement pl = place(d, dev, stored.weights, stored.kv, d.parallel.cards, c);
+  return {pl.fits, pl.text};
+}
+
+Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c,
+                   Hardware hardware) {
+  return predict_fpga(d, dev, w, nullptr, Detail::ops, c, hardware);
+}
+
+Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const hw::Utilization& resources,
+                   Detail detail, const Constants& c, Hardware hardware) {
+  return predict_fpga(d, dev, w, &resources, detail, c, hardware);
 }
 
 Prediction predict_gpu(const hw::Device& dev, const Workloads& w, int cards, GpuStack stack, const Constants& c) {
