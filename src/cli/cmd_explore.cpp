@@ -62,6 +62,7 @@ dse::Request make_request(const ExploreArgs& a, const model::Config& config, con
   req.scenario.prompt = a.prompt;
   req.scenario.context = a.context > 0 ? a.context : config.seq_len;
   req.max_cards = a.max_cards;
+  req.operation_lists = !a.svg.empty();  // only the roofline of --svg reads them
   return req;
 }
 

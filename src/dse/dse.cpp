@@ -295,13 +295,16 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   if (all.size() > 24) all.resize(24);
   r.ranked = std::move(all);
   // The designs kept get their operation lists.
-  for (auto& c : r.ranked)
-    c.prediction = perf::predict(c.design, dev, w, resources.at(hw::resource_view(c.design)), perf::Detail::ops);
-  for (auto& c : r.pareto) {
-    const auto same = std::find_if(r.ranked.begin(), r.ranked.end(), [&](const Candidate& k) { return k.design == c.design; });
-    c.prediction = same != r.ranked.end()
-                       ? same->prediction
-                       : perf::predict(c.design, dev, w, resources.at(hw::resource_view(c.design)), perf::Detail::ops);
+  if (req.operation_lists) {
+    for (auto& c : r.ranked)
+      c.prediction = perf::predict(c.design, dev, w, resources.at(hw::resource_view(c.design)), perf::Detail::ops);
+    for (auto& c : r.pareto) {
+      const auto same =
+          std::find_if(r.ranked.begin(), r.ranked.end(), [&](const Candidate& k) { return k.design == c.design; });
+      c.prediction = same != r.ranked.end()
+                         ? same->prediction
+                         : perf::predict(c.design, dev, w, resources.at(hw::resource_view(c.design)), perf::Detail::ops);
+    }
   }
   if (r.ranked.empty() && r.why_not.empty()) r.why_not.push_back("no design of the explored space fits");
   return r;

@@ -36,6 +36,9 @@ struct Request {
   graph::Precision precision;
   perf::Scenario scenario;  // batch, prompt, context
   int max_cards = 4;
+  // The kept designs' predictions with their per-operation lists (plan's tables, a
+  // roofline); without them, the same totals.
+  bool operation_lists = true;
 };
 
 struct Candidate {
