@@ -13,6 +13,8 @@
 #include "deploy/deploy.hpp"
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
+#include "model/synth.hpp"
+#include "small_qwen.hpp"
 #include "testing.hpp"
 
 namespace {
@@ -80,6 +82,56 @@ TEST(Awq, FoldingKeepsTheFp32ModelsLogitsAndNeverRaisesTheLayerError) {
   }
   // fp32 rounding of the scaled weights only: logits are O(10).
   EXPECT_LT(worst, 1e-3);
+}
+
+// Issue 30 item 5: the same methods on Qwen2 (q/k/v biases: AWQ's v->o scales divide bv with
+// wv's rows) and Qwen3 (per-head q/k norms after the scaled projections). Synthesized models
+// with the sample's vocabulary (tok512); inputs of the sample's first stories.
+TEST(Awq, FoldingKeepsQwenLogitsAndGptqRunsOnQwen) {
+  const model::Tokenizer tok = model::load_tokenizer(testing_support::tok512());
+  for (auto arch : {model::Arch::qwen2, model::Arch::qwen3}) {
+    model::Config c = testing_support::small_qwen_config(arch);
+    c.vocab_size = 512;
+    c.seq_len = 256;
+    model::Model m = model::synthesize(c, 7);
+    if (arch == model::Arch::qwen2)
+      for (auto& l : m.weights.layers)
+        for (std::size_t i = 0; i < l.bv.size(); ++i) l.bv[i] = 0.05f * float(int(i % 7) - 3);  // synthesize's are 0
+    else
+      testing_support::distinct_head_norm_gains(m);
+    const std::string name = model::to_string(arch);
+    const auto split = calib::split_text(tok, first_stories(4), "sample");
+    model::Model scaled = m;
+    const auto sites = quant::awq(scaled, fp32_hessians(m, split.calibration), 32);
+    ASSERT_EQ(sites.size(), static_cast<std::size_t>(c.n_layers) * 4) << name;
+    int moved = 0;
+    for (const auto& site : sites) {
+      EXPECT_LE(site.error_awq, site.error_rtn) << name << " " << site.layer << " " << site.site;
+      moved += site.ratio > 0 && site.site == "v->o";
+    }
+    engine::Transformer a(m), b(scaled);
+    double worst = 0.0, range = 0.0;
+    const auto& seq = split.held_out.front();
+    for (std::size_t pos = 0; pos + 1 < std::min<std::size_t>(seq.size(), 48); ++pos) {
+      const float* la = a.forward(seq[pos], static_cast<int>(pos));
+      const float* lb = b.forward(seq[pos], static_cast<int>(pos));
+      for (int v = 0; v < c.vocab_size; ++v) {
+        worst = std::max(worst, static_cast<double>(std::fabs(la[v] - lb[v])));
+        range = std::max(range, static_cast<double>(std::fabs(la[v])));
+      }
+    }
+    std::printf("%s: AWQ moved %d v->o sites; folded logits differ by %.3g (range %.3g)\n", name.c_str(), moved, worst, range);
+    EXPECT_LT(worst, 1e-4 * range) << name;  // fp32 rounding of the scaled weights only
+    // GPTQ end to end: the quantized model runs and scores the held-out half.
+    calib::QuantizeOptions o;
+    o.scheme = quant::Scheme::w4a8;
+    o.method = quant::Method::gptq;
+    const auto r = calib::quantize(m, tok, first_stories(4), "sample", o);
+    EXPECT_EQ(r.calibration_passes, 1 + c.n_layers + 1) << name;
+    EXPECT_TRUE(std::isfinite(r.perplexity) && r.perplexity > 1) << name;
+    if (arch == model::Arch::qwen2) EXPECT_EQ(r.qm.bv.at(1), m.weights.layers[1].bv);  // biases stay fp32
+    else EXPECT_EQ(r.qm.k_norm.at(1), m.weights.layers[1].k_norm);
+  }
 }
 
 TEST(Deploy, QuantizeStepStopsAtTheFirstSchemeWithinBudget) {
