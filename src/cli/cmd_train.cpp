@@ -13,7 +13,6 @@
 #include "model/model.hpp"
 #include "model/save.hpp"
 #include "quant/quant.hpp"
-#include "train/qat.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 
@@ -86,8 +85,10 @@ void run_train(const TrainArgs& given) {
   if (a.generated && a.loss == "text")
     throw fpgallm::InputError("--generated", "the model's own samples have no text to predict: use it with --loss distill");
   o.distill = a.generated || (a.loss.empty() ? (a.qat.empty() ? "text" : "distill") : a.loss) == "distill";
-  // The starting model: the quantized file's fp32 reference.
+  // The starting model (the quantized file's fp32 reference) and the halves it is scored on,
+  // checked before the training.
   const std::optional<model::Model> original = o.qat ? std::optional(m) : std::nullopt;
+  const std::optional<calib::Split> split = o.qat ? std::optional(calib::split_text(tok, text, a.data)) : std::nullopt;
 
   if (!a.json) {
     std::printf("training %s on %s: %zu train stories (%zu tokens), %zu held-out stories (%zu tokens)\n", a.model.c_str(),
@@ -124,10 +125,9 @@ void run_train(const TrainArgs& given) {
       const bool bpe = m.bpe_tokenizer && a.tokenizer.empty();
       quant::save_gguf(qm, a.out, bpe ? nullptr : &tok, bpe ? m.bpe_tokenizer.get() : nullptr);
     }
-    const calib::Split split = calib::split_text(tok, text, a.data);
     engine::Transformer reference(*original);
-    const engine::Perplexity fp = engine::perplexity(reference, split.held_out);
-    const engine::Perplexity qp = calib::evaluate(qm, split.held_out);
+    const engine::Perplexity fp = engine::perplexity(reference, split->held_out);
+    const engine::Perplexity qp = calib::evaluate(qm, split->held_out);
     exported = {{"scheme", a.qat},
                 {"group", group},
                 {"held_out_tokens", qp.tokens},
