@@ -64,7 +64,9 @@ TEST(ResourceCounts, CountsAloneEqualTheDescribedModel) {
         const hw::Utilization described = hw::estimate_resources(d, dev, {sized});
         const hw::Utilization alone = hw::estimate_resources(d, dev, {sized, false});
         EXPECT_EQ(counts(alone).dump(), counts(described).dump()) << device;
-        if (d.matrix_unit.impl == arch::MatrixUnitImpl::hls) EXPECT_TRUE(alone.assumptions.empty());
+        if (d.matrix_unit.impl == arch::MatrixUnitImpl::hls) {
+          EXPECT_TRUE(alone.assumptions.empty());
+        }
         ++checked;
       }
   EXPECT_EQ(checked, 5 * 8 * 2);
