@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -50,6 +51,14 @@ std::string read_bytes(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string sample_lines(std::size_t n) {
+  const std::string sample = read_bytes(sample_text());
+  std::size_t at = 0;
+  for (std::size_t lines = 0; lines < n && at < sample.size(); ++lines)
+    at = std::min(sample.find('\n', at), sample.size() - 1) + 1;
+  return sample.substr(0, at);
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {

@@ -23,5 +23,7 @@ CommandResult run_fpgallm(const std::string& args, int timeout_s = 120);
 
 void write_bytes(const std::string& path, const std::string& bytes);
 std::string read_bytes(const std::string& path);
+// The first n lines of the sample text (each with its newline): n stories.
+std::string sample_lines(std::size_t n);
 
 }  // namespace testing_support

@@ -1,6 +1,8 @@
 #pragma once
 // Helpers of the accelerator tests: a design of given unit, tile and lane shape, and the
 // logits of a transformer over a token sequence.
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "arch/design.hpp"
@@ -26,4 +28,14 @@ inline std::vector<float> logits_of(engine::Transformer& t, const std::vector<in
     all.insert(all.end(), l, l + t.config().vocab_size);
   }
   return all;
+}
+
+// Relative error of a logit vector: max |a - b| / max |b|.
+inline double rel_err(const float* a, const float* b, int n) {
+  double num = 0, den = 0;
+  for (int i = 0; i < n; ++i) {
+    num = std::max(num, std::fabs(double(a[i]) - b[i]));
+    den = std::max(den, std::fabs(double(b[i])));
+  }
+  return num / den;
 }

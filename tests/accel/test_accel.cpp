@@ -74,15 +74,6 @@ TEST(AccelKernels, IntegerProductsEqualTheQuantizationReference) {
   }
 }
 
-// Relative error of a logit vector: max |a - b| / max |b|.
-double rel_err(const float* a, const float* b, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; ++i) {
-    num = std::max(num, std::fabs(double(a[i]) - b[i]));
-    den = std::max(den, std::fabs(double(b[i])));
-  }
-  return num / den;
-}
 
 int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); }
 

@@ -192,13 +192,7 @@ TEST(AccelQwen, ProgramCarriesTheQwenOperations) {
 TEST(AccelQwenCli, QuantizeRunAndEvalOnTheAccelerator) {
   using testing_support::run_fpgallm;
   // The sample's first stories: calibration on half, perplexity on the held-out half.
-  const std::string sample = testing_support::read_bytes(testing_support::sample_text());
-  std::string text;
-  for (std::size_t at = 0, lines = 0; lines < 8 && at < sample.size(); ++lines) {
-    const std::size_t end = std::min(sample.find('\n', at), sample.size() - 1) + 1;
-    text += sample.substr(at, end - at);
-    at = end;
-  }
+  const std::string text = testing_support::sample_lines(8);
   const std::string text_file = testing_support::scratch_dir("accel-cli-text") + "/stories.txt";
   testing_support::write_bytes(text_file, text);
   for (auto arch : {model::Arch::qwen2, model::Arch::qwen3}) {

@@ -15,6 +15,7 @@
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
 #include "quant/quant.hpp"
+#include "accel/accel_testing.hpp"
 #include "testing.hpp"
 #include "train/llama.hpp"
 #include "train/qat.hpp"
@@ -92,15 +93,6 @@ TEST(QatActivations, Int8RoundingIsTheQuantizersCodesTimesScale) {
   EXPECT_EQ(h[2], 0.0f);  // below half the smallest fp16 subnormal (2^-25)
 }
 
-// max |a - b| / max |b|
-double rel_err(const float* a, const float* b, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; ++i) {
-    num = std::max(num, std::fabs(double(a[i]) - b[i]));
-    den = std::max(den, std::fabs(double(b[i])));
-  }
-  return num / den;
-}
 
 TEST(QatForward, FollowsTheQuantizedReferenceEngine) {
   // The training forward on fake-quantized weights and rounded inputs computes what the

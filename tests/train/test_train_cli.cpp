@@ -42,13 +42,7 @@ TEST(TrainCli, QatExportRunsOnTheAccelerator) {
   const std::string out = dir + "/qat.gguf";
   const std::string model = testing_support::stories260k() + " -z " + testing_support::tok512();
   // The sample's first 8 stories: 4 train, 4 held out (what eval on the accelerator scores).
-  const std::string sample = testing_support::read_bytes(testing_support::sample_text());
-  std::string text;
-  for (std::size_t at = 0, lines = 0; lines < 8 && at < sample.size(); ++lines) {
-    const std::size_t end = std::min(sample.find('\n', at), sample.size() - 1) + 1;
-    text += sample.substr(at, end - at);
-    at = end;
-  }
+  const std::string text = testing_support::sample_lines(8);
   const std::string text_file = dir + "/stories.txt";
   testing_support::write_bytes(text_file, text);
   const auto r = run_fpgallm("train " + model + " --data " + text_file +
