@@ -281,6 +281,13 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
 #pragma HLS INTERFACE m_axi port=kv_k_scale offset=slave bundle=gmem_kv_k_scale depth=@KVSCALES@
 #pragma HLS INTERFACE m_axi port=kv_v_scale offset=slave bundle=gmem_kv_v_scale depth=@KVSCALES@
 #pragma HLS INTERFACE s_axilite port=return
+  // One set of binary32 cores per lane for every vector operation, attention's lane work and
+  // the KV store (their functions are inlined here): lanes x kernels::kLaneFmul, kLaneFadd,
+  // kLaneFsub, the most any one of their pipelined loops takes per element. The matmul
+  // region is a function of its own (DATAFLOW): these limits do not reach it (UG1399).
+#pragma HLS ALLOCATION operation instances=fmul limit=V::fmul_cores
+#pragma HLS ALLOCATION operation instances=fadd limit=V::fadd_cores
+#pragma HLS ALLOCATION operation instances=fsub limit=V::fsub_cores
   // The activations of the step, on chip, partitioned for PE-wide stores and lane-wide reads.
   static float x[CFG::dim], xb[CFG::dim], xb2[CFG::dim], q[CFG::q_dim], k[CFG::kv_dim], v[CFG::kv_dim];
   static float att[CFG::q_dim], hb[CFG::hidden_dim], hb2[CFG::hidden_dim], logits[CFG::vocab_size];
@@ -322,11 +329,7 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
       case overlay::op_quantize: {
         const bool fixed = (w[overlay::f_flags] & overlay::kFlagStatic) != 0;
         const float s = kernels::bits_to_float(static_cast<kernels::u32>(w[overlay::f_static_scale]));
-        const int in = w[overlay::f_in];
-        if (in == overlay::buf_xb) code_scale = overlay::quantize<CFG>(codes, xb, cols, fixed, s);
-        if (in == overlay::buf_att) code_scale = overlay::quantize<CFG>(codes, att, cols, fixed, s);
-        if (in == overlay::buf_hb) code_scale = overlay::quantize<CFG>(codes, hb, cols, fixed, s);
-        if (in == overlay::buf_x) code_scale = overlay::quantize<CFG>(codes, x, cols, fixed, s);
+        code_scale = overlay::quantize<CFG>(codes, w[overlay::f_in], xb, att, hb, x, cols, fixed, s);
         break;
       }
       case overlay::op_matmul: {

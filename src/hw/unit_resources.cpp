@@ -198,6 +198,100 @@ Ops max_abs_ops() {
   return o;
 }
 
+// One loop (or sequential region) of the vector unit, attention or the KV store in the
+// emitted top: `sites` call sites whose body takes `ops` per lane (per_lane) or once.
+struct LaneLoop {
+  std::string what;
+  int sites = 1;
+  Ops ops;
+  bool per_lane = true;
+  std::string source;  // the kernel function and its FPGALLM_TRIP loop id
+};
+
+// The loops that share the top's binary32 cores, read off the kernels at the call sites of
+// the emitted top (emit_text.cpp's instruction switch, overlay.hpp).
+std::vector<LaneLoop> shared_lane_loops(const arch::Design& d, int lanes) {
+  std::vector<LaneLoop> v;
+  auto add = [&](std::string what, int sites, Ops ops, bool per_lane, std::string source) {
+    v.push_back({std::move(what), sites, ops, per_lane, std::move(source)});
+  };
+  Ops reduce;  // lane_reduce of x^2 (shift 0 folds away): acc += x * x
+  reduce.fmul = 1;
+  reduce.fadd = 1;
+  Ops scale;  // gain * (inv * x)
+  scale.fmul = 2;
+  Ops norm_scalar;  // sum tree, / n, + eps, sqrt, 1/sqrt, int n -> float
+  norm_scalar.fadd = 1;
+  norm_scalar.fdiv = 1;
+  norm_scalar.fsqrt = 1;
+  norm_scalar.sitofp = 1;
+  add("rmsnorm sum of squares", 2, reduce, true, "op_norm's 2 calls of kernels::rmsnorm; lane_reduce (trip lane_reduce)");
+  add("rmsnorm scale", 2, scale, true, "kernels::rmsnorm (trip rmsnorm_scale)");
+  add("rmsnorm scalar part", 2, norm_scalar, false, "kernels::rmsnorm, between its loops [assumption: one core per kind]");
+  // quantize: one call site (overlay::quantize: one max |x| loop and one codes loop for
+  // every source array).
+  Ops q_scalar;  // 1 / scale, max / 127, scale == 0
+  q_scalar.fdiv = 1;
+  q_scalar.fcmp = 1;
+  add("quantize codes", 1, quantize_codes_ops(), true,
+      "overlay::quantize -> kernels::quantize_codes (trip quantize_codes), saturate_round_i8");
+  add("quantize max |x|", 1, max_abs_ops(), true, "overlay::quantize -> kernels::max_abs_of (trip max_abs)");
+  add("quantize scalar part", 1, q_scalar, false, "overlay::quantize [assumption: one core per kind]");
+  Ops sum;
+  sum.fadd = 1;
+  add("residual add", 1, sum, true, "kernels::residual_add (trip residual_add)");
+  // swiglu: per lane exp_rom (x log2e 2^B, round (+/- magic), to int, n and i to float, r by
+  // 4 products and 4 sums, the cubic (3 products, 3 sums), x T[i], x 2^n; 3 compares) then
+  // 1 + e, 1 / (...), v x (...), x up: kernels::kLaneFmul products, kLaneFadd + kLaneFsub sums.
+  Ops swiglu;
+  swiglu.fmul = kernels::kLaneFmul;
+  swiglu.fadd = kernels::kLaneFadd + kernels::kLaneFsub;
+  swiglu.fdiv = 1;
+  swiglu.fcmp = 3;
+  swiglu.fptosi = 1;
+  swiglu.sitofp = 2;
+  add("swiglu", 1, swiglu, true, "kernels::swiglu (trip swiglu), exp_rom");
+  // RoPE: lanes elements (lanes / 2 pairs) per cycle, each pair 4 products and 2 sums.
+  Ops rope;
+  rope.fmul = 2;
+  rope.fadd = 1;
+  add("rope", 2 * std::max(2, lanes) / lanes, rope, true,
+      "overlay::rope_heads's 2 calls (q, k) of kernels::rope (trip rope; max(2, lanes) elements per cycle)");
+  Ops load;  // two kv_read per lane (k, v): int8 code x scale, fp16 subnormal man x 2^-24
+  if (d.kv_bits != 32) {
+    load.sitofp = 2;
+    load.fmul = 2;
+  }
+  add(d.kv_bits == 8 ? "attention: K, V load (float(code) x scale)" : "attention: K, V load", 1, load, true,
+      "kernels::attention (trip attention_load_kv), kv_read");
+  Ops dot;  // lane_reduce of q . k
+  dot.fmul = 1;
+  dot.fadd = 1;
+  add("attention: scores (q . k)", 1, dot, true, "kernels::attention -> dot, lane_reduce (trip lane_reduce)");
+  Ops rescale;
+  rescale.fmul = 1;
+  add("attention: rescale acc", 1, rescale, true, "kernels::attention (trip attention_rescale)");
+  add("attention: acc += p v", 1, dot, true, "kernels::attention (trip attention_accumulate)");
+  Ops store;
+  store.fdiv = 1;
+  add("attention: store (acc / l)", 1, store, false, "kernels::attention (trip attention_store: one element per cycle)");
+  Ops att_scalar;  // / sqrt(d), the scalar exps (corr, p), l updates, the max: one core of each kind
+  att_scalar.fmul = 1;
+  att_scalar.fadd = 1;
+  att_scalar.fdiv = 1;
+  att_scalar.fsqrt = 1;
+  att_scalar.fcmp = 1;
+  att_scalar.sitofp = 1;
+  att_scalar.fptosi = 1;
+  add("attention: scalar part", 1, att_scalar, false,
+      "kernels::attention: scores / sqrt(d), exp_table, l [assumption: one core per kind]");
+  if (d.kv_bits == 8) {  // kv_store: quantize_dynamic of k and of v (two call sites of kv_write)
+    add("kv_store codes", 2, quantize_codes_ops(), true, "kernels::kv_store's 2 kv_write -> quantize_static (trip quantize_codes)");
+    add("kv_store max |x|", 2, max_abs_ops(), true, "kernels::kv_store's 2 kv_write -> max_abs (trip max_abs)");
+  }
+  return v;
+}
+
 // Adder bits of one row of the MAC array: a binary tree over `cols` products of `product_bits`
 // bits (level l: cols / 2^l adders of product_bits + l bits) and the 32-bit accumulator.
 double row_adder_bits(int cols, int product_bits) {
@@ -348,115 +442,58 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
              src);
     units.push_back(u.done());
   }
-  // Vector unit: every call site of its kernels in the emitted top, each its own instance.
+  // Vector unit, attention's lane work and the KV store: their functions are inlined into
+  // the emitted top, whose ALLOCATION pragmas limit the binary32 multipliers and adders to
+  // lanes x kernels::kLaneFmul and lanes x (kLaneFadd + kLaneFsub), shared by every loop
+  // below (each runs at II=1: none needs more per lane, checked here). The operators that
+  // stay in fabric (divide, square root, compares, conversions) are not limited: one core
+  // per operation of each loop, as before.
   if (!d.vector_unit.shared) {
+    const std::vector<LaneLoop> loops = shared_lane_loops(d, lanes);
     Unit u("vector unit", how, vformat);
-    const std::string L = fmt::format("lanes = {}", lanes);
-    Ops reduce;  // lane_reduce of x^2 (shift 0 folds away): acc += x * x
-    reduce.fmul = 1;
-    reduce.fadd = 1;
-    Ops scale;  // gain * (inv * x)
-    scale.fmul = 2;
-    Ops norm_scalar;  // sum tree, / n, + eps, sqrt, 1/sqrt, int n -> float: one core each, shared
-    norm_scalar.fadd = 1;
-    norm_scalar.fdiv = 1;
-    norm_scalar.fsqrt = 1;
-    norm_scalar.sitofp = 1;
-    const std::string rms_sites = "2 call sites (src/codegen/emit_text.cpp:311,313)";
-    u.fp("rmsnorm sum of squares", 2.0 * lanes, reduce, "2 call sites x " + L,
-         rms_sites + "; src/kernels/vector_unit.hpp:61-66 (lane_reduce, PIPELINE II=1, lanes unrolled)");
-    u.fp("rmsnorm scale", 2.0 * lanes, scale, "2 call sites x " + L,
-         rms_sites + "; src/kernels/vector_unit.hpp:136-142 (PIPELINE II=1, UNROLL lanes)");
-    u.fp("rmsnorm scalar part", 2, norm_scalar,
-         "2 call sites x one core of each kind (a sequential region: the binder shares it) [assumption]",
-         rms_sites + "; src/kernels/vector_unit.hpp:69-77,132-135");
-    // quantize: 4 call sites, each quantize_static (fixed scale) and quantize_dynamic
-    // (max_abs + quantize_static): two quantize_static loops and one max_abs loop.
-    const Ops qstatic = quantize_codes_ops(), maxabs = max_abs_ops();
-    Ops q_scalar;  // 1 / scale, max / 127, scale == 0
-    q_scalar.fdiv = 1;
-    q_scalar.fcmp = 1;
-    const std::string q_sites = "4 call sites (src/codegen/emit_text.cpp:319-322, overlay.hpp:75,78)";
-    u.fp("quantize codes", 4.0 * 2 * lanes, qstatic, "4 call sites x 2 loops (static, dynamic) x " + L,
-         q_sites + "; src/kernels/vector_unit.hpp:168-174 (PIPELINE II=1, UNROLL lanes), numerics.hpp:39-44");
-    u.fp("quantize max |x|", 4.0 * lanes, maxabs, "4 call sites x " + L,
-         q_sites + "; src/kernels/vector_unit.hpp:110-121 (PIPELINE II=1)");
-    u.fp("quantize scalar part", 4, q_scalar, "4 call sites x one core of each kind [assumption]",
-         q_sites + "; src/kernels/vector_unit.hpp:167,181");
-    Ops add;
-    add.fadd = 1;
-    u.fp("residual add", lanes, add, "1 call site x " + L,
-         "src/codegen/emit_text.cpp:351; src/kernels/vector_unit.hpp:189-195 (PIPELINE II=1, UNROLL lanes)");
-    // swiglu: per lane exp_rom (numerics.hpp:102-113: x log2e 2^B, round (+/- magic), to int,
-    // n and i to float, r by 4 products and 4 sums, the cubic (3 products, 3 sums), x T[i],
-    // x 2^n; 3 compares) then 1 + e, 1 / (...), v x (...), x up.
-    Ops swiglu;
-    swiglu.fmul = 10 + 2;
-    swiglu.fadd = 9 + 1;
-    swiglu.fdiv = 1;
-    swiglu.fcmp = 3;
-    swiglu.fptosi = 1;
-    swiglu.sitofp = 2;
-    u.fp("swiglu", lanes, swiglu, "1 call site x " + L + " (exp_rom: 10 fmul, 9 fadd, 3 fcmp, 1 fptosi, 2 sitofp)",
-         "src/codegen/emit_text.cpp:354; src/kernels/vector_unit.hpp:204-214 (PIPELINE II=1, UNROLL lanes), "
-         "numerics.hpp:102-113 (exp_rom)");
+    // Per lane: for core j of a kind, the loops that use more than j of that kind per lane.
+    std::vector<double> fmul_users(kernels::kLaneFmul, 0), adder_users(kernels::kLaneFadd + kernels::kLaneFsub, 0);
+    for (const auto& l : loops) {
+      if (l.per_lane && (l.ops.fmul > kernels::kLaneFmul || l.ops.fadd > kernels::kLaneFadd + kernels::kLaneFsub))
+        throw std::logic_error(fmt::format("{}: {} fmul and {} fadd/fsub per lane, more than the top's ALLOCATION "
+                                           "gives a lane ({}, {})",
+                                           l.what, l.ops.fmul, l.ops.fadd, kernels::kLaneFmul,
+                                           kernels::kLaneFadd + kernels::kLaneFsub));
+      for (int j = 0; j < (l.per_lane ? l.ops.fmul : std::min(l.ops.fmul, 1)); ++j) fmul_users[std::size_t(j)] += l.sites;
+      for (int j = 0; j < (l.per_lane ? l.ops.fadd : std::min(l.ops.fadd, 1)); ++j) adder_users[std::size_t(j)] += l.sites;
+      Ops fabric = l.ops;  // what is not shared: one core per operation of each loop
+      fabric.fmul = fabric.fadd = 0;
+      const std::string copies = l.per_lane ? fmt::format("{} call site(s) x lanes = {}", l.sites, lanes)
+                                            : fmt::format("{} call site(s), one core of each kind", l.sites);
+      u.fp(l.what, double(l.sites) * (l.per_lane ? lanes : 1), fabric, copies, l.source);
+    }
+    Ops mul, add;
+    mul.fmul = kernels::kLaneFmul;
+    add.fadd = kernels::kLaneFadd + kernels::kLaneFsub;
+    const char* alloc = "the emitted top's ALLOCATION pragmas (src/codegen/emit_text.cpp: limit=V::fmul_cores, "
+                        "V::fadd_cores, V::fsub_cores; kernels::VectorUnitConfig)";
+    u.fp("shared multipliers", lanes, mul, fmt::format("lanes = {} x kernels::kLaneFmul", lanes), alloc);
+    u.fp("shared adders", lanes, add, fmt::format("lanes = {} x (kernels::kLaneFadd + kLaneFsub)", lanes), alloc);
+    // Each shared core takes its two 32-bit operands through a multiplexer over the loops
+    // that use it: one LUT6 selects one bit among 4 inputs, so each input beyond the first
+    // costs a third of a LUT per operand bit [assumption: Vitis's sharing muxes, not measured].
+    double mux_inputs = 0;
+    for (double n : fmul_users) mux_inputs += std::max(0.0, n - 1);
+    for (double n : adder_users) mux_inputs += std::max(0.0, n - 1);
+    u.term("operand multiplexers of the shared cores", lanes, Resources{mux_inputs * 64 / 3, 0, 0, 0, 0},
+           fmt::format("lanes = {}; per lane {:g} inputs beyond each core's first (the loops below sharing it), "
+                       "64 operand bits, 1/3 LUT per bit per input [assumption]",
+                       lanes, mux_inputs),
+           alloc);
     u.memory("exp ROMs", lanes, vbits, rom_depth, fmt::format("one per lane, 2^{} entries", d.vector_unit.exp_table_bits),
-             "src/kernels/vector_unit.hpp:202-203 (Exp2Roms<bits, lanes>, ARRAY_PARTITION complete dim=1)");
-    // RoPE: lanes elements (lanes / 2 pairs) per cycle, each pair 4 products and 2 sums.
-    Ops rope;
-    rope.fmul = 2;
-    rope.fadd = 1;
-    const int rope_lanes = std::max(2, lanes);
-    u.fp("rope", 2.0 * rope_lanes, rope, fmt::format("2 call sites (q, k) x max(2, lanes) = {} elements", rope_lanes),
-         "src/codegen/templates/overlay.hpp:88,92; src/kernels/vector_unit.hpp:247-257 (PIPELINE II=1: per pair "
-         "4 fmul, 1 fsub, 1 fadd)");
+             "kernels::swiglu (Exp2Roms<bits, lanes>, ARRAY_PARTITION complete dim=1)");
     units.push_back(u.done());
   }
 
-  // Attention and the KV store (one call site each, emit_text.cpp:338,344).
+  // Attention and the KV store: their block memories (their lane work is counted above,
+  // or on the shared vector unit).
   {
     Unit u("attention", how, vformat);
-    // With a shared vector unit the lane work below runs on it; the block memories stay.
-    if (!d.vector_unit.shared) {
-      const std::string L = fmt::format("lanes = {}", lanes);
-      Ops load;  // two kv_read per lane (k, v): int8 code x scale, fp16 subnormal man x 2^-24
-      if (d.kv_bits != 32) {
-        load.sitofp = 2;
-        load.fmul = 2;
-      }
-      u.fp("K, V load", lanes, load, L + (d.kv_bits == 8 ? " x 2 (k, v: float(code) x scale)" : " x 2 (k, v: binary16 subnormal path)"),
-           "src/kernels/attention.hpp:215-224 (PIPELINE II=1, lanes unrolled), :124-125 (kv_read)");
-      Ops dot;  // lane_reduce of q . k
-      dot.fmul = 1;
-      dot.fadd = 1;
-      u.fp("scores (q . k)", lanes, dot, L, "src/kernels/attention.hpp:242 -> vector_unit.hpp:61-66 (lane_reduce)");
-      Ops rescale;
-      rescale.fmul = 1;
-      u.fp("rescale acc", lanes, rescale, L, "src/kernels/attention.hpp:248-252 (PIPELINE II=1)");
-      Ops pv;
-      pv.fmul = 1;
-      pv.fadd = 1;
-      u.fp("acc += p v", lanes, pv, L, "src/kernels/attention.hpp:258-263 (PIPELINE II=1)");
-      Ops store;
-      store.fdiv = 1;
-      u.fp("store (acc / l)", 1, store, "one element per cycle", "src/kernels/attention.hpp:272-276 (PIPELINE II=1)");
-      Ops scalar;  // / sqrt(d), the scalar exps (corr, p), l updates, the max: one core of each kind
-      scalar.fmul = 1;
-      scalar.fadd = 1;
-      scalar.fdiv = 1;
-      scalar.fsqrt = 1;
-      scalar.fcmp = 1;
-      scalar.sitofp = 1;
-      scalar.fptosi = 1;
-      u.fp("scalar part", 1, scalar, "one core of each kind (sequential region: scores / sqrt(d), exp_table, l) [assumption]",
-           "src/kernels/attention.hpp:179,242-247,256-257");
-      if (d.kv_bits == 8) {  // kv_store: quantize_dynamic of k and of v (two call sites of kv_write)
-        u.fp("kv_store codes", 2.0 * lanes, quantize_codes_ops(), "2 call sites (k, v) x " + L,
-             "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:168-174");
-        u.fp("kv_store max |x|", 2.0 * lanes, max_abs_ops(), "2 call sites (k, v) x " + L,
-             "src/kernels/attention.hpp:152-153,104 -> vector_unit.hpp:110-121");
-      }
-    }
     const int dl = round_up(std::max(2, k.head_dim), lanes);
     u.memory("K and V blocks", 2LL * lanes, vbits, ceil_div(static_cast<long long>(arch::kKvBlock) * dl, lanes),
              fmt::format("2 arrays (k, v) x lanes banks; kKvBlock x round_up(head_dim = {}, lanes) = {} x {} floats each",

@@ -101,10 +101,12 @@ namespace detail {
 // format is chosen at compile time). int8 writes the per-(position, head) scale.
 template <class VCFG, int MAX_HEAD_DIM>
 inline void kv_write(i8* dst, float* scale, const float* src, int n) {
+#pragma HLS INLINE
   *scale = quantize_dynamic<VCFG>(dst, src, n);
 }
 template <class VCFG, int MAX_HEAD_DIM>
 inline void kv_write(std::uint16_t* dst, float*, const float* src, int n) {
+#pragma HLS INLINE
   for (int i = 0; i < MAX_HEAD_DIM; ++i) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break; else FPGALLM_TRIP("kv_write");
@@ -113,6 +115,7 @@ inline void kv_write(std::uint16_t* dst, float*, const float* src, int n) {
 }
 template <class VCFG, int MAX_HEAD_DIM>
 inline void kv_write(float* dst, float*, const float* src, int n) {
+#pragma HLS INLINE
   for (int i = 0; i < MAX_HEAD_DIM; ++i) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break; else FPGALLM_TRIP("kv_write");
@@ -140,6 +143,7 @@ inline long kv_scale_index(long position, int kv_heads, int head) {
 // when KV_BITS != 8); they are written only for int8.
 template <class ACFG, int KV_BITS>
 void kv_store(KvCache<KV_BITS> cache, const float* k_new, const float* v_new, int tokens, int pos0, int head_dim) {
+#pragma HLS INLINE
   using VCFG = typename ACFG::vector_unit;
   for (int t = 0; t < ACFG::max_queries; ++t) {
     if (t >= tokens) break;
@@ -161,6 +165,7 @@ void kv_store(KvCache<KV_BITS> cache, const float* k_new, const float* v_new, in
 template <class ACFG, int KV_BITS>
 void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, int pos0, int n_heads, int head_dim,
                int head_begin, int head_end) {
+#pragma HLS INLINE
   using VCFG = typename ACFG::vector_unit;
   constexpr int B = ACFG::kv_block;
   constexpr int D = ACFG::max_head_dim;

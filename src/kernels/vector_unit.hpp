@@ -21,9 +21,24 @@ namespace kernels {
 //   LANES           elements processed per cycle (array partition factor)
 //   EXP_TABLE_BITS  address bits of the exp ROM (numerics.hpp)
 //   MAX_DIM         the longest vector the unit handles (loop bound; run-time n <= MAX_DIM)
+// The binary32 cores one lane needs at once: the most that any one pipelined loop body of
+// the vector unit, attention or the KV store takes per element. That is swiglu's: exp_rom
+// (numerics.hpp) has 10 products, 4 sums (round_half_even's + magic, nf*ln2_lo + i*step_lo,
+// the two Horner sums) and 4 differences, then 1 + e, v x (...), x up. The emitted top
+// limits its fmul, fadd and fsub cores to lanes x these (ALLOCATION over the inlined
+// vector functions), so every vector operation shares one set of cores per lane and each
+// loop still runs at II=1. hw::unit_resources counts the cores from these constants and
+// checks that no loop it lists needs more.
+constexpr int kLaneFmul = 12;
+constexpr int kLaneFadd = 6;
+constexpr int kLaneFsub = 4;
+
 template <int LANES, int EXP_TABLE_BITS, int MAX_DIM>
 struct VectorUnitConfig {
   static constexpr int lanes = LANES;
+  static constexpr int fmul_cores = LANES * kLaneFmul;  // the top's ALLOCATION limits
+  static constexpr int fadd_cores = LANES * kLaneFadd;
+  static constexpr int fsub_cores = LANES * kLaneFsub;
   static constexpr int exp_table_bits = EXP_TABLE_BITS;
   static constexpr int max_dim = MAX_DIM;
   static_assert(LANES >= 1 && LANES <= 256 && (LANES & (LANES - 1)) == 0, "lanes: a power of two in 1..256");
@@ -39,6 +54,7 @@ constexpr int kAddSlots = 8;
 // Combines the lane partial sums by a binary tree (in place; result in acc[0]).
 template <int LANES>
 inline float tree_sum(float acc[LANES]) {
+#pragma HLS INLINE
   for (int width = LANES / 2; width > 0; width /= 2) {
 #pragma HLS UNROLL
     for (int l = 0; l < LANES / 2; ++l) {
@@ -53,6 +69,7 @@ inline float tree_sum(float acc[LANES]) {
 // term(l), term(l+LANES), ... into kAddSlots partial sums used in turn (see above).
 template <class CFG, int MAX_N, class Term>
 inline float lane_reduce(int n, const Term& term) {
+#pragma HLS INLINE
   float acc[kAddSlots][CFG::lanes];
 #pragma HLS ARRAY_PARTITION variable=acc complete dim=0
   for (int d = 0; d < kAddSlots; ++d)
@@ -80,12 +97,14 @@ inline float lane_reduce(int n, const Term& term) {
 // sum_i a[i] * b[i] for n <= MAX_N (a head vector: MAX_N is the head dimension).
 template <class CFG, int MAX_N = CFG::max_dim>
 inline float dot(const float* a, const float* b, int n) {
+#pragma HLS INLINE
   return lane_reduce<CFG, MAX_N>(n, [&](int i) { return a[i] * b[i]; });
 }
 
 // sum_i (x[i] - shift)^2, lane-partitioned (shift = 0 for RMSNorm).
 template <class CFG>
 inline float sum_squares(const float* x, float shift, int n) {
+#pragma HLS INLINE
   return lane_reduce<CFG, CFG::max_dim>(n, [&](int i) {
     const float d = x[i] - shift;
     return d * d;
@@ -95,13 +114,16 @@ inline float sum_squares(const float* x, float shift, int n) {
 // sum_i x[i], lane-partitioned.
 template <class CFG>
 inline float lane_sum(const float* x, int n) {
+#pragma HLS INLINE
   return lane_reduce<CFG, CFG::max_dim>(n, [&](int i) { return x[i]; });
 }
 
-// max_i |x[i]| (exact; independent of LANES), with kAddSlots running maxima per lane used
-// in turn as the sums are.
-template <class CFG>
-inline float max_abs(const float* x, int n) {
+// max_i |x(i)| for i < n (exact; independent of LANES), with kAddSlots running maxima per
+// lane used in turn as the sums are. `x` gives element i (an array read, or a choice among
+// arrays: one loop serves every source).
+template <class CFG, class X>
+inline float max_abs_of(int n, const X& x) {
+#pragma HLS INLINE
   float acc[kAddSlots][CFG::lanes];
 #pragma HLS ARRAY_PARTITION variable=acc complete dim=0
   for (int d = 0; d < kAddSlots; ++d)
@@ -113,7 +135,7 @@ inline float max_abs(const float* x, int n) {
     if (i >= n) break; else FPGALLM_TRIP("max_abs");
     for (int l = 0; l < CFG::lanes; ++l) {
       if (i + l < n) {
-        const float a = std::fabs(x[i + l]);
+        const float a = std::fabs(x(i + l));
         if (a > acc[slot][l]) acc[slot][l] = a;
       }
     }
@@ -126,9 +148,16 @@ inline float max_abs(const float* x, int n) {
   return m;
 }
 
+template <class CFG>
+inline float max_abs(const float* x, int n) {
+#pragma HLS INLINE
+  return max_abs_of<CFG>(n, [&](int i) { return x[i]; });
+}
+
 // RMSNorm: out[i] = gain[i] * (x[i] * (1 / sqrt(sum(x^2) / n + eps))). out may alias x.
 template <class CFG>
 inline void rmsnorm(float* out, const float* x, const float* gain, int n, float eps) {
+#pragma HLS INLINE
   float ss = sum_squares<CFG>(x, 0.0f, n);
   ss = ss / static_cast<float>(n);
   ss = ss + eps;
@@ -148,6 +177,7 @@ inline void rmsnorm(float* out, const float* x, const float* gain, int n, float 
 // all heads share.
 template <class CFG, int MAX_HEADS>
 inline void head_rmsnorm(float* x, const float* gain, int heads, int head_dim, float eps) {
+#pragma HLS INLINE
   for (int h = 0; h < MAX_HEADS; ++h) {
     if (h >= heads) break;
     rmsnorm<CFG>(x + h * head_dim, x + h * head_dim, gain, head_dim, eps);
@@ -158,6 +188,7 @@ inline void head_rmsnorm(float* x, const float* gain, int heads, int head_dim, f
 // biased variance sum((x - mean)^2) / n (two passes over x). out may alias x.
 template <class CFG>
 inline void layernorm(float* out, const float* x, const float* gain, const float* bias, int n, float eps) {
+#pragma HLS INLINE
   const float mean = lane_sum<CFG>(x, n) / static_cast<float>(n);
   const float var = sum_squares<CFG>(x, mean, n) / static_cast<float>(n);
   const float inv = 1.0f / std::sqrt(var + eps);
@@ -171,24 +202,32 @@ inline void layernorm(float* out, const float* x, const float* gain, const float
   }
 }
 
-// int8 codes of x with a given scale (docs/quantization.md section 1):
+// int8 codes of x(i), i < n, with a given scale (docs/quantization.md section 1):
 // q = sat(rne(x * (1 / scale)), 127), all zero when scale == 0.
-template <class CFG>
-inline void quantize_static(i8* q, const float* x, float scale, int n) {
+template <class CFG, class X>
+inline void quantize_codes(i8* q, int n, float scale, const X& x) {
+#pragma HLS INLINE
   const float inv = scale == 0.0f ? 0.0f : 1.0f / scale;
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break; else FPGALLM_TRIP("quantize_codes");
     for (int l = 0; l < CFG::lanes; ++l) {
 #pragma HLS UNROLL
-      if (i + l < n) q[i + l] = scale == 0.0f ? i8(0) : saturate_round_i8(x[i + l] * inv);
+      if (i + l < n) q[i + l] = scale == 0.0f ? i8(0) : saturate_round_i8(x(i + l) * inv);
     }
   }
+}
+
+template <class CFG>
+inline void quantize_static(i8* q, const float* x, float scale, int n) {
+#pragma HLS INLINE
+  quantize_codes<CFG>(q, n, scale, [&](int i) { return x[i]; });
 }
 
 // Dynamic per-token int8 (section 3.1): scale = max|x| / 127; returns the scale.
 template <class CFG>
 inline float quantize_dynamic(i8* q, const float* x, int n) {
+#pragma HLS INLINE
   const float scale = max_abs<CFG>(x, n) / 127.0f;
   quantize_static<CFG>(q, x, scale, n);
   return scale;
@@ -197,6 +236,7 @@ inline float quantize_dynamic(i8* q, const float* x, int n) {
 // x[i] += y[i]
 template <class CFG>
 inline void residual_add(float* x, const float* y, int n) {
+#pragma HLS INLINE
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
 #pragma HLS PIPELINE II=1
     if (i >= n) break; else FPGALLM_TRIP("residual_add");
@@ -210,6 +250,7 @@ inline void residual_add(float* x, const float* y, int n) {
 // SwiGLU: gate[i] = (gate[i] * (1 / (1 + exp(-gate[i])))) * up[i]
 template <class CFG>
 inline void swiglu(float* gate, const float* up, int n) {
+#pragma HLS INLINE
   static constexpr Exp2Roms<CFG::exp_table_bits, CFG::lanes> kRom{};  // one exp ROM per lane
 #pragma HLS ARRAY_PARTITION variable=kRom.value complete dim=1
   for (int i = 0; i < CFG::max_dim; i += CFG::lanes) {
@@ -230,6 +271,7 @@ inline void swiglu(float* gate, const float* up, int n) {
 // tanh(u) = 1 - 2 / (exp(2u) + 1) on the table exp.
 template <class CFG>
 inline void gelu(float* x, int n) {
+#pragma HLS INLINE
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   static constexpr Exp2Roms<CFG::exp_table_bits, CFG::lanes> kRom{};  // one exp ROM per lane
 #pragma HLS ARRAY_PARTITION variable=kRom.value complete dim=1
@@ -254,6 +296,7 @@ inline void gelu(float* x, int n) {
 // LANES elements (LANES/2 pairs) per cycle.
 template <class CFG>
 inline void rope(float* vec, const float* cos_sin, int n) {
+#pragma HLS INLINE
   constexpr int kStep = CFG::lanes < 2 ? 2 : CFG::lanes;
   for (int i = 0; i < CFG::max_dim; i += kStep) {
 #pragma HLS PIPELINE II=1
@@ -272,6 +315,7 @@ inline void rope(float* vec, const float* cos_sin, int n) {
 // Softmax in place: exp(x - max) / sum, with the table exp and the lane sum.
 template <class CFG>
 inline void softmax(float* x, int n) {
+#pragma HLS INLINE
   float m = x[0];
   for (int i = 1; i < CFG::max_dim; ++i) {
 #pragma HLS PIPELINE II=1
@@ -295,6 +339,7 @@ inline void softmax(float* x, int n) {
 // with '>' finds it), whatever LANES is.
 template <class CFG>
 inline int argmax(const float* x, int n) {
+#pragma HLS INLINE
   float best[CFG::lanes];
   int where[CFG::lanes];
 #pragma HLS ARRAY_PARTITION variable=best complete

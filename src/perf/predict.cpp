@@ -545,8 +545,10 @@ Stored stored_bytes(const arch::Design& d, const Workloads& w, WorkloadCache& ca
   return s;
 }
 
+// `kv_sequences`: the sequences whose KV caches share the memory (one call runs one of them).
 Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Workloads& w,
-                        const hw::Utilization* resources, Detail detail, const Constants& c, Hardware hardware) {
+                        const hw::Utilization* resources, Detail detail, const Constants& c, Hardware hardware,
+                        int kv_sequences = 1) {
   if (dev.kind != hw::Kind::fpga) throw fpgallm::InputError(dev.id, "predict: a design needs an FPGA device");
   if (auto problems = d.model_problems(); !problems.empty()) throw fpgallm::InputError(d.name, problems.front());
   WorkloadCache own;  // where the workloads carry none (not from lower())
@@ -564,9 +566,40 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
   const double kv_scale = stored.kv_scale;
   p.kv_bytes = stored.kv;
   for (const auto& m : dev.memory) p.capacity_bytes += pool_bytes(m) * p.cards;
-  const Placement pl = place(d, dev, p.weight_bytes, p.kv_bytes, p.cards, c);
+  const Placement pl = place(d, dev, p.weight_bytes, p.kv_bytes * kv_sequences, p.cards, c);
   p.fits_memory = pl.fits;
   p.placement = pl.text;
+
+  // fpgallm's kernels run one sequence per call: a batch of b sequences is b decode steps
+  // (and b prompts) of one sequence, each with its own KV cache, costed by the same model
+  // as batch 1; only the memory placement sees the whole batch.
+  if (hardware == Hardware::fpgallm_kernels && w.scenario.batch > 1 && d.kernel_gaps().empty() && d.weights.bits == 0 &&
+      pl.fits) {
+    Scenario one = w.scenario;
+    one.batch = 1;
+    arch::Design d1 = d;
+    d1.batch = 1;
+    Prediction q = predict_fpga(d1, dev, lower(w.decode.config, w.decode.precision, one), resources, detail, c, hardware,
+                                w.scenario.batch);
+    const double b = w.scenario.batch;
+    auto scale = [b](PhaseTime& ph) {
+      for (double* v : {&ph.seconds, &ph.flops, &ph.offchip_bytes, &ph.compute_s, &ph.memory_s, &ph.fixed_s, &ph.link_s,
+                        &ph.host_s})
+        *v *= b;
+    };
+    scale(q.prefill);
+    scale(q.decode);
+    q.target = p.target;
+    q.scenario = w.scenario;
+    q.kv_bytes = p.kv_bytes;
+    q.prefill_s *= b;
+    q.card_prefill_s *= b;
+    q.decode_step_s *= b;
+    q.notes.push_back(fmt::format("batch {}: fpgallm's kernels run one sequence per call, so a step of the batch is {} "
+                                  "decode steps of one sequence (tokens/s and J/token as at batch 1)",
+                                  w.scenario.batch, w.scenario.batch));
+    return q;
+  }
 
   const double f = d.clock_mhz * 1e6;
   FpgaContext x{d, dev, c, pl, f, p.cards, d.parallel.split == arch::Split::tensor, false};

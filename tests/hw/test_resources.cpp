@@ -18,6 +18,7 @@
 #include "hw/power.hpp"
 #include "hw/resources.hpp"
 #include "hw/unit_resources.hpp"
+#include "kernels/vector_unit.hpp"
 #include "model/presets.hpp"
 #include "util/error.hpp"
 
@@ -137,32 +138,37 @@ TEST(UnitResources, ConfigurationAByHand) {
   EXPECT_EQ(term(mu, "activation codes").total().lut, 8 * 8);
   EXPECT_EQ(mu.use.bram36, 7.5);
 
-  // Vector unit: per lane, over the call sites of the emitted top:
-  //   rmsnorm x2 (emit_text.cpp:311,313): lane_reduce fmul+fadd (vector_unit.hpp:66),
-  //     scale 2 fmul (:141)                                  -> 6 fmul, 2 fadd
-  //   quantize x4 (emit_text.cpp:319-322): two quantize_static loops (:173) with
-  //     1 fmul and 2 fadd each (x * inv; +/- magic, numerics.hpp:34)  -> 8 fmul, 16 fadd
-  //   residual_add (:194)                                    -> 1 fadd
-  //   swiglu (:211-212): exp_rom (numerics.hpp:105-113: 10 fmul, 9 fadd), 1 + e,
-  //     v x (...), x up                                      -> 12 fmul, 10 fadd
-  //   rope x2 (overlay.hpp:88,92; vector_unit.hpp:254-255): per pair 4 fmul, 2 adds
-  //                                                          -> 4 fmul, 2 fadd
-  // = 30 fmul, 31 fadd per lane; plus one shared fadd in each rmsnorm's scalar tail.
+  // Vector unit, attention's lane work and the KV store share the top's binary32 cores
+  // (ALLOCATION, emit_text.cpp): per lane the most any one loop takes, swiglu's exp_rom
+  // (numerics.hpp: 10 products; + magic, - magic, 4 more sums and differences) then 1 + e,
+  // v x (...), x up = 12 fmul and 10 adders; 8 lanes x (12 x 3 + 10 x 2 DSP) = 448.
   const hw::Part& vu = unit(u, "vector unit");
-  EXPECT_EQ(vu.use.dsp, 8 * (30 * fmul + 31 * fadd) + 2 * fadd);  // 1220
-  EXPECT_EQ(vu.use.dsp, 1220);
-  // The exp ROMs (vector_unit.hpp:202-203): 8 lanes x 64 x 32 bits, LUTRAM (RAM64M8: 8 LUTs
+  EXPECT_EQ(term(vu, "shared multipliers: fmul").count, 8 * 12);
+  EXPECT_EQ(term(vu, "shared adders: fadd").count, 8 * 10);
+  EXPECT_EQ(vu.use.dsp, 8 * (12 * fmul + 10 * fadd));  // 448
+  // Operand multiplexers: per lane, each core takes one input per loop that uses it.
+  // Multipliers: the first is used by rmsnorm's 2 sum-of-squares and 2 scale loops, the one
+  // quantize codes loop, swiglu, rope's 2 (q, k), attention's load, scores, rescale and
+  // p v, the KV store's 2 codes loops and attention's scalar part: 15 users, 14 extra
+  // inputs; the second by the 2 rmsnorm scales, swiglu, the 2 ropes and the load: 5 extra;
+  // the other 10 by swiglu alone. Adders: the first by the 2 sums of squares, quantize
+  // codes, the residual add, swiglu, the 2 ropes, scores, p v, the 2 KV codes loops, the 2
+  // rmsnorm scalar parts and attention's: 13 extra; the second by quantize codes, swiglu
+  // and the 2 KV codes loops: 3 extra. 35 inputs x 64 operand bits / 3 LUT, x 8 lanes.
+  EXPECT_NEAR(term(vu, "operand multiplexers of the shared cores").total().lut, 8 * 35 * 64 / 3.0, 1e-6);
+  // The exp ROMs (kernels::swiglu): 8 lanes x 64 x 32 bits, LUTRAM (RAM64M8: 8 LUTs
   // per 7 bits): 8 x 40 LUTs; no block RAM in the vector unit.
   EXPECT_EQ(term(vu, "exp ROMs").total().lut, 8 * 40);
   EXPECT_EQ(vu.use.bram36, 0);
+  // What stays in fabric, one core per operation of each loop: quantize's one codes loop
+  // (3 compares per lane: NaN, > 127, < -127) and the KV store's two.
+  EXPECT_EQ(term(vu, "quantize codes: fcmp").count, 8 * 3);
+  EXPECT_EQ(term(vu, "kv_store codes: fcmp").count, 2 * 8 * 3);
 
-  // Attention: per lane K, V load 2 fmul (attention.hpp:221-222, kv_read :124), scores
-  // fmul + fadd (:242), rescale fmul (:251), acc += p v fmul + fadd (:262), kv_store of k
-  // and v 2 x (1 fmul, 2 fadd) (:152-153 -> quantize_static) = 7 fmul, 6 fadd; one shared
-  // fmul and fadd for the scalar part.
+  // Attention: its block memories; its lane work is on the shared cores above.
   const hw::Part& at = unit(u, "attention");
-  EXPECT_EQ(at.use.dsp, 8 * (7 * fmul + 6 * fadd) + fmul + fadd);  // 269
-  // kblk, vblk [64][8] cyclic by 8 (attention.hpp:174-175): 16 banks of 64 words, LUTRAM.
+  EXPECT_EQ(at.use.dsp, 0);
+  // kblk, vblk [64][8] cyclic by 8 (kernels::attention): 16 banks of 64 words, LUTRAM.
   EXPECT_EQ(term(at, "K and V blocks").count, 16);
   EXPECT_EQ(at.use.bram36, 0);
 
@@ -191,7 +197,7 @@ TEST(UnitResources, ConfigurationAByHand) {
   // Totals: the estimate sums the units (plus the platform's HBM subsystem on the U280).
   const model::Config m = small_model();
   const hw::Utilization est = hw::estimate_resources(config_a(), hw::find_device("u280"), {&m});
-  EXPECT_EQ(est.total.dsp, 64 + 48 + 1220 + 269);
+  EXPECT_EQ(est.total.dsp, 64 + 48 + 448);
   EXPECT_EQ(est.total.bram36, 7.5 + 76.5 + 4);  // + FINN's HBM subsystem, 4 BRAM36
   EXPECT_EQ(est.total.uram, 0);
 }
@@ -210,10 +216,10 @@ TEST(UnitResources, ConfigurationBByHand) {
   EXPECT_EQ(term(mu, "weight channel FIFOs").total().bram36, 15);
   EXPECT_EQ(term(mu, "weight step FIFO").total().lut, 2048);
   EXPECT_EQ(term(mu, "gather buffer").total().ff, 4 * 512);
-  EXPECT_EQ(unit(u, "vector unit").use.dsp, 16 * (30 * fmul + 31 * fadd) + 2 * fadd);  // 2436
+  EXPECT_EQ(unit(u, "vector unit").use.dsp, 16 * (12 * fmul + 10 * fadd));  // 896
   // 256-entry exp ROMs: 256 x 32 bits > 64 words: 1 BRAM18 (512 x 36) per lane.
   EXPECT_EQ(term(unit(u, "vector unit"), "exp ROMs").total().bram36, 16 * 0.5);
-  EXPECT_EQ(unit(u, "attention").use.dsp, 16 * (7 * fmul + 6 * fadd) + fmul + fadd);  // 533
+  EXPECT_EQ(unit(u, "attention").use.dsp, 0);
   // Activations: partition max(16, 16, 16) = 16 as in A.
   EXPECT_EQ(unit(u, "on-chip activations").use.lut, 11 * 16 * 24);
   // 9 bundles; one more 29-BRAM18 weight read buffer than A.
@@ -240,12 +246,12 @@ TEST(UnitResources, ParametersChangeCountsAsTheCodeDoes) {
   arch::Design cols = config_a();
   cols.matrix_unit.cols = 16;
   EXPECT_EQ(dsp(units_of(cols), "matrix unit") - dsp(a, "matrix unit"), 64);
-  // lanes 8 -> 16: 30 fmul + 31 fadd more per lane in the vector unit, 7 + 6 in attention.
+  // lanes 8 -> 16: 12 fmul + 10 adders more per lane, all on the shared cores.
   arch::Design lanes = config_a();
   lanes.vector_unit.lanes = 16;
   const auto l = units_of(lanes);
-  EXPECT_EQ(dsp(l, "vector unit") - dsp(a, "vector unit"), 8 * (30 * fmul + 31 * fadd));
-  EXPECT_EQ(dsp(l, "attention") - dsp(a, "attention"), 8 * (7 * fmul + 6 * fadd));
+  EXPECT_EQ(dsp(l, "vector unit") - dsp(a, "vector unit"), 8 * (12 * fmul + 10 * fadd));
+  EXPECT_EQ(dsp(l, "attention"), 0);
   EXPECT_EQ(dsp(l, "matrix unit"), dsp(a, "matrix unit"));
   // exp table 6 -> 10 bits: each lane's ROM becomes 1024 x 32 bits, 2 BRAM18.
   arch::Design rom = config_a();
@@ -258,11 +264,17 @@ TEST(UnitResources, ParametersChangeCountsAsTheCodeDoes) {
   const auto c = units_of(ch);
   EXPECT_EQ(unit(c, "matrix unit").use.bram36 - unit(a, "matrix unit").use.bram36, 7.5);
   EXPECT_EQ(unit(c, "memory ports").use.bram36 - unit(a, "memory ports").use.bram36, 14.5);
-  // An fp16 KV cache: kv_store has no quantizer (attention.hpp:107-113 converts in fabric);
-  // the load still converts binary16 subnormals with one sitofp and one fmul.
+  // An fp16 KV cache: kv_store has no quantizer (kernels::kv_write converts in fabric): the
+  // shared cores stay (swiglu sets them), the KV store's compares and conversions go, and
+  // with its two codes loops 2 multiplier and 4 adder inputs per lane.
   arch::Design kv16 = config_a();
   kv16.kv_bits = 16;
-  EXPECT_EQ(dsp(a, "attention") - dsp(units_of(kv16), "attention"), 8 * 2 * (fmul + 2 * fadd));
+  const auto k16 = units_of(kv16);
+  EXPECT_EQ(dsp(k16, "vector unit"), dsp(a, "vector unit"));
+  EXPECT_THROW(term(unit(k16, "vector unit"), "kv_store codes: fcmp"), std::exception);
+  EXPECT_NEAR(term(unit(a, "vector unit"), "operand multiplexers of the shared cores").total().lut -
+                  term(unit(k16, "vector unit"), "operand multiplexers of the shared cores").total().lut,
+              8 * 6 * 64 / 3.0, 1e-6);
 }
 
 // matrix_unit.impl = rtl: the RTL unit packs two int8 products per DSP48E2 explicitly
@@ -534,4 +546,31 @@ TEST(OneDescription, TemplateParametersScheduleAndResourcesReadTheSameDesign) {
     EXPECT_GT(per_lane, 0);
     EXPECT_DOUBLE_EQ(unit(u, "vector unit").use.dsp - a_dsp, per_lane * (lanes - 8));
   }
+}
+
+// The shared binary32 cores are the emitted top's ALLOCATION limits: the pragma names the
+// kernel's constants (VectorUnitConfig::fmul_cores, ...), the constants are lanes x
+// kernels::kLaneFmul, ..., and the resource model counts exactly those cores.
+TEST(OneDescription, SharedVectorCoresAreTheTopsAllocationLimits) {
+  const model::Config m = small_model();
+  for (int lanes : {8, 16, 32}) {
+    arch::Design d = config_a();
+    d.vector_unit.lanes = lanes;
+    codegen::ProjectInfo p;
+    p.config = p.golden = m;
+    p.design = d;
+    p.weight_channels = d.memory.weight_channels;
+    const std::string top = codegen::top_source(p);
+    for (const char* op : {"fmul", "fadd", "fsub"})
+      EXPECT_NE(top.find(std::string("#pragma HLS ALLOCATION operation instances=") + op + " limit=V::" + op + "_cores"),
+                std::string::npos)
+          << op;
+    const auto u = units_of(d);
+    EXPECT_EQ(term(unit(u, "vector unit"), "shared multipliers: fmul").count, lanes * kernels::kLaneFmul);
+    EXPECT_EQ(term(unit(u, "vector unit"), "shared adders: fadd").count, lanes * (kernels::kLaneFadd + kernels::kLaneFsub));
+  }
+  using V8 = kernels::VectorUnitConfig<8, 6, 64>;
+  static_assert(V8::fmul_cores == 8 * kernels::kLaneFmul && V8::fadd_cores == 8 * kernels::kLaneFadd &&
+                    V8::fsub_cores == 8 * kernels::kLaneFsub,
+                "the pragma's limits are lanes x the per-lane counts");
 }

@@ -300,9 +300,11 @@ struct Machine {
         return;
       }
       case Op::quantize:
-        for (int t = 0; t < n; ++t)
-          code_scales[std::size_t(t)] =
-              overlay::quantize<CFG>(codes.data() + std::size_t(t) * in.cols, b(in.in, t), in.cols, in.static_scale, 0.05f);
+        for (int t = 0; t < n; ++t) {  // the top's one call site; its source choice reads this token's buffer
+          const float* src = b(in.in, t);
+          code_scales[std::size_t(t)] = overlay::quantize<CFG>(codes.data() + std::size_t(t) * in.cols, overlay::buf_x,
+                                                               src, src, src, src, in.cols, in.static_scale, 0.05f);
+        }
         return;
       case Op::matmul:
         if (n == 1)

@@ -73,22 +73,26 @@ void store_rows(AccIn& acc, const kernels::FloatWord* row_scales, int scale_word
   }
 }
 
-// int8 codes of x (static scale when `fixed`, else dynamic per token); returns the scale.
+// int8 codes of the array `in` names (xb, att, hb or x; static scale when `fixed`, else
+// dynamic per token); returns the scale. One max |x| loop and one codes loop serve every
+// source array (the element read is a choice among the four), so the top builds each once.
 template <class CFG>
-float quantize(kernels::i8 codes[CFG::matrix_vector::padded_cols], const float x[], int n, bool fixed,
-               float fixed_scale) {
+float quantize(kernels::i8 codes[CFG::matrix_vector::padded_cols], int in, const float xb[CFG::dim],
+               const float att[CFG::q_dim], const float hb[CFG::hidden_dim], const float x[CFG::dim], int n,
+               bool fixed, float fixed_scale) {
+#pragma HLS INLINE
   using V = typename CFG::vector_unit;
-  if (fixed) {
-    kernels::quantize_static<V>(codes, x, fixed_scale, n);
-    return fixed_scale;
-  }
-  return kernels::quantize_dynamic<V>(codes, x, n);
+  auto source = [&](int i) { return in == buf_xb ? xb[i] : in == buf_att ? att[i] : in == buf_hb ? hb[i] : x[i]; };
+  const float scale = fixed ? fixed_scale : kernels::max_abs_of<V>(n, source) / 127.0f;
+  kernels::quantize_codes<V>(codes, n, scale, source);
+  return scale;
 }
 
 // RoPE of every query and key head at one position (the cos/sin row loaded on chip).
 template <class CFG>
 void rope_heads(float q[CFG::q_dim], float k[CFG::kv_dim], const float cos_sin[CFG::max_width], int heads, int kv_heads,
           int head_dim) {
+#pragma HLS INLINE
   using V = typename CFG::vector_unit;
   for (int h = 0; h < CFG::n_heads; ++h) {
     if (h >= heads) break;
@@ -105,6 +109,7 @@ void rope_heads(float q[CFG::q_dim], float k[CFG::kv_dim], const float cos_sin[C
 template <class CFG>
 void head_norms(float q[CFG::q_dim], float k[CFG::kv_dim], const kernels::FloatWord* params, int gains, int heads,
                 int kv_heads, int head_dim, float gain[CFG::max_width]) {
+#pragma HLS INLINE
   using V = typename CFG::vector_unit;
   load_floats<CFG>(params, gains, head_dim, gain);
   kernels::head_rmsnorm<V, CFG::n_heads>(q, gain, heads, head_dim, CFG::norm_eps);
