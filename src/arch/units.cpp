@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/matrix_unit.hpp"
+#include "kernels/vector_unit.hpp"
 
 namespace arch {
 
@@ -186,6 +187,22 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   w.macs = std::int64_t(in.tokens) * rows * cols;
 }
 
+// Latencies of Vitis HLS's binary32 cores at the design clocks (200-300 MHz), in cycles:
+// the adder kernels::kAddSlots (the kernels' partial sums are sized to cover it), the
+// multiplier 4, the divider 16, a conversion 2, a compare 1 [assumption: only the csynth
+// schedule report gives the latencies Vitis picks]. They set the pipeline depths of the
+// attention loops, charged once per call because attention calls its loops once per
+// (query, block).
+constexpr int kFadd = kernels::kAddSlots, kFmul = 4, kFdiv = 16, kConvert = 2, kFcmp = 1;
+// kernels::exp_rom's longest chain: 7 multiplies, 8 adds, 2 conversions.
+constexpr int kExpDepth = 7 * kFmul + 8 * kFadd + 2 * kConvert;
+
+int log2_ceil(int n) {
+  int l = 0;
+  while ((1 << l) < n) ++l;
+  return l;
+}
+
 void attention(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
   const int lanes = d.vector_unit.lanes, hd = in.head_dim;
   const std::int64_t beat = ceil_div(hd, lanes);  // one lane-wide step over a head vector
@@ -194,7 +211,7 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   const std::int64_t keys = in.context;
   std::int64_t pairs = 0;
   for (int t = 0; t < in.tokens; ++t) pairs += in.pos + t + 1;
-  std::int64_t blocks_seen = 0;  // (query, block) pairs: one rescale each
+  std::int64_t blocks_seen = 0;  // (query, block) pairs: one pass of the compute loops each
   for (int t = 0; t < in.tokens; ++t) blocks_seen += ceil_div(in.pos + t + 1, kKvBlock);
   const double key_bytes = double(hd) * kv_elem;
   // Per head, per block of kKvBlock keys: the int8 scales of its keys (one per cycle on
@@ -205,7 +222,6 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   const bool int8 = d.kv_bits == 8;
   auto block_load = [&](std::int64_t n) { return r.kv_latency + bound(double(n * beat), n * key_bytes, r.kv); };
   auto scale_load = [&](std::int64_t n) { return int8 ? r.kv_latency + bound(double(n), n * 4.0, r.kv) : 0.0; };
-  const double heads = in.heads;
   // The full blocks, then the last one (its remaining keys), per head.
   double scales = 0, loads = 0;
   auto blocks_of = [&](const char* which, std::int64_t n_blocks, std::int64_t n_keys) {
@@ -222,13 +238,29 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   };
   blocks_of("a full block", blocks - 1, kKvBlock);
   blocks_of("the last block", blocks > 0 ? 1 : 0, last_keys);
-  b.simple("attention: clear acc", "attention_clear", beat, std::int64_t(in.tokens) * in.heads);
-  b.simple("attention: dot (scores)", "lane_reduce", beat, pairs * in.heads);
-  b.simple("attention: rescale acc", "attention_rescale", beat, blocks_seen * in.heads);
-  b.simple("attention: acc += p v", "attention_accumulate", beat, pairs * in.heads);
-  b.simple("attention: store", "attention_store", hd, std::int64_t(in.tokens) * in.heads);
-  w.body_cycles = scales + loads + double(beat) * double(2 * pairs + blocks_seen + in.tokens) * heads +
-                  double(hd) * in.tokens * heads;
+  const std::int64_t head_queries = std::int64_t(in.tokens) * in.heads, passes = blocks_seen * in.heads;
+  double c = b.simple("attention: clear acc", "attention_clear", beat, head_queries);
+  c += b.simple("attention: load the query head", "attention_load_q", hd, head_queries,
+                "one element per cycle (a run-time offset into q)");
+  // Per (query, block): the three compute loops over the block's kKvBlock positions, each
+  // pipelined at II=1 and charged its depth once per call (their chains of cores above).
+  const int scores_depth = 2 + kFmul + log2_ceil(lanes) * kFadd + kFadd + kFdiv;
+  const int values_depth = 2 + kFadd + kExpDepth + kFmul + kFadd;
+  const int combine_depth = 2 + log2_ceil(kernels::kAddSlots) * kFadd + kFmul + kFadd;
+  const int correction = (kernels::kAddSlots - 1) * kFcmp + kFadd + kExpDepth;
+  const std::int64_t sweep = beat * kKvBlock;
+  c += b.loop("attention: scores (q . k, max)", "attention_scores", sweep, 1, scores_depth, passes,
+              double(passes) * double(sweep + scores_depth),
+              "beats x block positions; the lane tree of products, the sum over beats, / sqrt(d), running maxima");
+  c += b.loop("attention: correction exp(m - m_new)", "attention_correction", 1, 1, 0, passes, double(passes) * correction,
+              "the block's maximum from the running maxima, then one exp (sequential)");
+  c += b.loop("attention: values (p = exp(s - m), p v)", "attention_values", sweep, 1, values_depth, passes,
+              double(passes) * double(sweep + values_depth),
+              "beats x block positions; kAddSlots partial sums of p v and of p");
+  c += b.loop("attention: combine (acc x corr + slots)", "attention_combine", beat, 1, combine_depth, passes,
+              double(passes) * double(beat + combine_depth));
+  c += b.simple("attention: store", "attention_store", hd, head_queries);
+  w.body_cycles = scales + loads + c;
   w.kv_read_bytes = 2 * std::int64_t(key_bytes) * keys * in.heads;
   w.macs = 2 * pairs * in.heads * hd;
 }

@@ -34,19 +34,24 @@
 //   rope         the cos/sin row, then every q and k head, lanes elements per cycle.
 //   kv_store     k and v of every KV head: int8 = max |x| and codes (two lane passes),
 //                binary16/fp32 one element per cycle; writes are posted.
-//   attention    kernels::attention: per query head, per block of kKvBlock positions, the
-//                block's int8 scales (one request, one per cycle), then the K and V of all
-//                its keys as one flattened loop (one request per block, lanes elements per
-//                beat of the widened KV bundles), then per query (its accumulator cleared
-//                once per head) the scores (one lane-wide
-//                dot per key), the rescale of the accumulator, acc += p v per key; the store.
-//                It runs on the vector unit; the matrix unit is idle.
+//   attention    kernels::attention: per query head, its query vectors on chip (one element
+//                per cycle), then per block of kKvBlock positions the block's int8 scales
+//                (one request, one per cycle), then the K and V of all its keys as one
+//                flattened loop (one request per block, lanes elements per beat of the
+//                widened KV bundles), then per query three loops pipelined at II=1 over
+//                beats x positions: the scores (lane tree of q . k, / sqrt(d), running
+//                maxima), the values (p = exp(s - m), partial sums of p v), the combine
+//                (acc x corr + the slots), each charged its pipeline depth once per call,
+//                and one sequential exp for the correction; the store. It runs on the
+//                vector unit; the matrix unit is idle.
 //   residual_add, swiglu, gelu: one lane pass.
 //   host         token ids in and the logits out over PCIe (embed, classifier).
 // Weights and the KV cache are always read through the m_axi bundles: the kernels keep
 // neither on chip, whatever design.style (dataflow) or buffers.kv_bytes say.
-// Depths: only the matrix unit's (design.matrix_unit.pipeline_depth) is charged; the
-// vector loops' depths are what csynth chooses and are not counted (the table says so).
+// Depths: the matrix unit's (design.matrix_unit.pipeline_depth) and attention's loops
+// (called once per query and block: their chains of binary32 cores, units.cpp) are
+// charged; the other vector loops' depths, once per instruction, are not counted (the
+// table says so).
 // Every Loop names the kernel loop it describes (Loop::kernel_loop); tests/unit_loops runs
 // each instruction kind through the kernels and checks trip x calls against the iterations
 // the kernels count in C simulation (kernels/trip_count.hpp).

@@ -264,27 +264,45 @@ std::vector<LaneLoop> shared_lane_loops(const arch::Design& d, int lanes) {
   }
   add(d.kv_bits == 8 ? "attention: K, V load (float(code) x scale)" : "attention: K, V load", 1, load, true,
       "kernels::attention (trip attention_load_kv), kv_read");
-  Ops dot;  // lane_reduce of q . k
-  dot.fmul = 1;
-  dot.fadd = 1;
-  add("attention: scores (q . k)", 1, dot, true, "kernels::attention -> dot, lane_reduce (trip lane_reduce)");
-  Ops rescale;
-  rescale.fmul = 1;
-  add("attention: rescale acc", 1, rescale, true, "kernels::attention (trip attention_rescale)");
-  add("attention: acc += p v", 1, dot, true, "kernels::attention (trip attention_accumulate)");
+  // scores: per lane q x k and its share of the lane tree; once per position the sum over
+  // beats, / sqrt(d) and the running maximum's compare.
+  Ops lane_mac;
+  lane_mac.fmul = 1;
+  lane_mac.fadd = 1;
+  add("attention: scores (q . k)", 1, lane_mac, true, "kernels::attention (trip attention_scores), tree_sum");
+  Ops score_tail;
+  score_tail.fadd = 1;
+  score_tail.fdiv = 1;
+  score_tail.fcmp = 1;
+  add("attention: scores, per position", 1, score_tail, false, "kernels::attention (trip attention_scores)");
+  // values: per lane p x v and the slot's sum; once per position exp(s - m_new) (exp_rom:
+  // 10 products, 9 sums, 3 compares, 1 to-int, 2 to-float) and the denominator's slot.
+  add("attention: values (p v)", 1, lane_mac, true, "kernels::attention (trip attention_values)");
+  Ops exp_tail;
+  exp_tail.fmul = 10;
+  exp_tail.fadd = 9 + 1 + 1;
+  exp_tail.fcmp = 3;
+  exp_tail.fptosi = 1;
+  exp_tail.sitofp = 2;
+  add("attention: values, per position (exp)", 1, exp_tail, false, "kernels::attention (trip attention_values), exp_table");
+  // combine: per lane acc x corr and the tree over kAddSlots slots (kAddSlots - 1 sums) plus
+  // the sum into acc.
+  Ops combine;
+  combine.fmul = 1;
+  combine.fadd = kernels::kAddSlots;
+  add("attention: combine (acc x corr + slots)", 1, combine, true, "kernels::attention (trip attention_combine)");
   Ops store;
   store.fdiv = 1;
   add("attention: store (acc / l)", 1, store, false, "kernels::attention (trip attention_store: one element per cycle)");
-  Ops att_scalar;  // / sqrt(d), the scalar exps (corr, p), l updates, the max: one core of each kind
+  Ops att_scalar;  // sqrt(d), the correction exp, l x corr + sum: one core of each kind
   att_scalar.fmul = 1;
   att_scalar.fadd = 1;
-  att_scalar.fdiv = 1;
   att_scalar.fsqrt = 1;
   att_scalar.fcmp = 1;
   att_scalar.sitofp = 1;
   att_scalar.fptosi = 1;
   add("attention: scalar part", 1, att_scalar, false,
-      "kernels::attention: scores / sqrt(d), exp_table, l [assumption: one core per kind]");
+      "kernels::attention: sqrt(d), exp_table of the correction, l [assumption: one core per kind]");
   if (d.kv_bits == 8) {  // kv_store: quantize_dynamic of k and of v (two call sites of kv_write)
     add("kv_store codes", 2, quantize_codes_ops(), true, "kernels::kv_store's 2 kv_write -> quantize_static (trip quantize_codes)");
     add("kv_store max |x|", 2, max_abs_ops(), true, "kernels::kv_store's 2 kv_write -> max_abs (trip max_abs)");

@@ -173,12 +173,21 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
   // Head vectors on chip hold whole lane groups (a head size of 48 on 32 lanes: 64
   // elements, the last 16 never read past head_dim).
   constexpr int DL = (D + VCFG::lanes - 1) / VCFG::lanes * VCFG::lanes;
+  static_assert(B >= kAddSlots, "a block holds at least kAddSlots positions (the partial sums' slots)");
+  constexpr int A = VCFG::lanes;
   float kblk[B][DL], vblk[B][DL];
-  float m[Q], l[Q], acc[Q][DL], s[B];
+  float m[Q] = {}, l[Q] = {};         // set per query at each head; zero here only for the compiler's sake
+  float acc[Q][DL], s[B], p[B];
+  float qh[Q][DL];                    // the queries' vectors of the current head
+  float part[kAddSlots][DL], lpart[kAddSlots];  // partial sums of p v and of p, slot j mod kAddSlots
   float kscale[B], vscale[B];  // the block's int8 scales (unused for other formats)
 #pragma HLS ARRAY_PARTITION variable=kblk dim=2 cyclic factor=VCFG::lanes
 #pragma HLS ARRAY_PARTITION variable=vblk dim=2 cyclic factor=VCFG::lanes
 #pragma HLS ARRAY_PARTITION variable=acc dim=2 cyclic factor=VCFG::lanes
+#pragma HLS ARRAY_PARTITION variable=qh dim=2 cyclic factor=VCFG::lanes
+#pragma HLS ARRAY_PARTITION variable=part complete dim=1
+#pragma HLS ARRAY_PARTITION variable=part dim=2 cyclic factor=VCFG::lanes
+#pragma HLS ARRAY_PARTITION variable=lpart complete
   const int q_dim = n_heads * head_dim;
   const int kv_mul = n_heads / cache.kv_heads;
   const float scale = std::sqrt(static_cast<float>(head_dim));
@@ -195,6 +204,14 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
 #pragma HLS PIPELINE II=1
         if (i >= head_dim) break; else FPGALLM_TRIP("attention_clear");
         for (int e = 0; e < VCFG::lanes; ++e) acc[t][i + e] = 0.0f;
+      }
+      // The query head on chip, one element per cycle: its offset in q is a run-time
+      // value, so no lane-wide read of a partitioned array happens at it.
+      const float* qt = q + static_cast<long>(t) * q_dim + h * head_dim;
+      for (int i = 0; i < DL; ++i) {
+#pragma HLS PIPELINE II=1
+        if (i >= head_dim) break; else FPGALLM_TRIP("attention_load_q");
+        qh[t][i] = qt[i];
       }
     }
     for (int b = 0; b < ACFG::max_blocks; ++b) {
@@ -233,38 +250,79 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
           ++key;
         }
       }
-      // Compute stage: every query of the step against this block.
+      // Compute stage: every query of the step against this block, in three pipelined loops
+      // (II=1) that never wait for a result of their own previous iteration:
+      //   scores  (beat c, position j): s[j] gathers the lane tree of q . k over the beats
+      //           (the same s[j] returns B iterations later, more than an adder's latency);
+      //           on the last beat s[j] / sqrt(d) and kAddSlots running maxima;
+      //   values  (beat c, position j): p[j] = exp(s[j] - m_new) on the first beat, then
+      //           kAddSlots partial sums (slot j mod kAddSlots) of p v per element and of p;
+      //   combine (beat c): acc = acc x corr + the tree of the slots, l likewise.
+      // Positions past the block's last key take their cycle with nothing added.
       for (int t = 0; t < Q; ++t) {
         if (t >= tokens) break;
         const int last = pos0 + t;
         if (p0 > last) continue;  // this query ends before the block; a later one may not
         const int n = last - p0 + 1 < B ? last - p0 + 1 : B;
-        const float* qt = q + static_cast<long>(t) * q_dim + h * head_dim;
-        float bmax = -INFINITY;
-        // Scores: one dot product over the head dimension per key (LANES MACs per cycle).
-        for (int j = 0; j < B; ++j) {
-          if (j >= n) break;
-          s[j] = dot<VCFG, D>(qt, kblk[j], head_dim) / scale;
-          if (s[j] > bmax) bmax = s[j];
+        float mx[kAddSlots];
+#pragma HLS ARRAY_PARTITION variable=mx complete
+        for (int d = 0; d < kAddSlots; ++d) mx[d] = -INFINITY;
+        const int beats = (head_dim + A - 1) / A;
+        for (int x = 0; x < (DL / A) * B; ++x) {
+#pragma HLS PIPELINE II=1
+#pragma HLS DEPENDENCE variable=s inter distance=B true
+#pragma HLS DEPENDENCE variable=mx inter distance=kAddSlots true
+          const int c = x / B, j = x % B;
+          if (c >= beats) break; else FPGALLM_TRIP("attention_scores");
+          float prod[A];
+#pragma HLS ARRAY_PARTITION variable=prod complete
+          for (int e = 0; e < A; ++e) {
+            const int i = c * A + e;
+            prod[e] = j < n && i < head_dim ? qh[t][i] * kblk[j][i] : 0.0f;
+          }
+          const float sum = tree_sum<A>(prod);
+          const float total = c == 0 ? sum : s[j] + sum;
+          if (c == beats - 1) {
+            const float v = total / scale;
+            s[j] = v;
+            if (j < n && v > mx[j % kAddSlots]) mx[j % kAddSlots] = v;
+          } else {
+            s[j] = total;
+          }
         }
+        FPGALLM_TRIP("attention_correction");  // sequential: the block's maximum and one exp
+        float bmax = mx[0];
+        for (int d = 1; d < kAddSlots; ++d)
+          if (mx[d] > bmax) bmax = mx[d];
         const float m_new = bmax > m[t] ? bmax : m[t];
         const float corr = exp_table<VCFG::exp_table_bits>(m[t] - m_new);
-        l[t] = l[t] * corr;
-        for (int i = 0; i < DL; i += VCFG::lanes) {
+        for (int x = 0; x < (DL / A) * B; ++x) {
 #pragma HLS PIPELINE II=1
-          if (i >= head_dim) break; else FPGALLM_TRIP("attention_rescale");
-          for (int e = 0; e < VCFG::lanes; ++e) acc[t][i + e] = acc[t][i + e] * corr;
+#pragma HLS DEPENDENCE variable=part inter distance=kAddSlots true
+#pragma HLS DEPENDENCE variable=lpart inter distance=kAddSlots true
+#pragma HLS DEPENDENCE variable=p inter distance=B true
+          const int c = x / B, j = x % B, slot = j % kAddSlots;
+          if (c >= beats) break; else FPGALLM_TRIP("attention_values");
+          if (c == 0) {
+            p[j] = j < n ? exp_table<VCFG::exp_table_bits>(s[j] - m_new) : 0.0f;
+            lpart[slot] = j < kAddSlots ? p[j] : lpart[slot] + p[j];
+          }
+          const float pj = p[j];
+          for (int e = 0; e < A; ++e) {
+            const int i = c * A + e;
+            const float pv = j < n && i < head_dim ? pj * vblk[j][i] : 0.0f;
+            part[slot][i] = j < kAddSlots ? pv : part[slot][i] + pv;
+          }
         }
-        // Values: acc += p_j v_j, LANES elements of the head per cycle.
-        for (int j = 0; j < B; ++j) {
-          if (j >= n) break;
-          const float p = exp_table<VCFG::exp_table_bits>(s[j] - m_new);
-          l[t] = l[t] + p;
-          for (int i = 0; i < DL; i += VCFG::lanes) {
+        l[t] = l[t] * corr + tree_sum<kAddSlots>(lpart);
+        for (int i = 0; i < DL; i += A) {
 #pragma HLS PIPELINE II=1
-            if (i >= head_dim) break; else FPGALLM_TRIP("attention_accumulate");
-            for (int e = 0; e < VCFG::lanes; ++e)
-              if (i + e < head_dim) acc[t][i + e] = acc[t][i + e] + p * vblk[j][i + e];
+          if (i >= head_dim) break; else FPGALLM_TRIP("attention_combine");
+          for (int e = 0; e < A; ++e) {
+            float slots[kAddSlots];
+#pragma HLS ARRAY_PARTITION variable=slots complete
+            for (int d = 0; d < kAddSlots; ++d) slots[d] = part[d][i + e];
+            acc[t][i + e] = acc[t][i + e] * corr + tree_sum<kAddSlots>(slots);
           }
         }
         m[t] = m_new;

@@ -17,22 +17,29 @@
 
 namespace kernels {
 
-// The vector unit's compile-time shape (hls4ml-style config: a struct of constants).
-//   LANES           elements processed per cycle (array partition factor)
-//   EXP_TABLE_BITS  address bits of the exp ROM (numerics.hpp)
-//   MAX_DIM         the longest vector the unit handles (loop bound; run-time n <= MAX_DIM)
+// Running sums per lane (see above): the depth of the shift register, at least the
+// latency of Vitis HLS's binary32 adder at the design clocks (4 to 8 cycles, UG1399
+// "Floating-point" / the fadd core's latency at 300-500 MHz).
+constexpr int kAddSlots = 8;
+
 // The binary32 cores one lane needs at once: the most that any one pipelined loop body of
-// the vector unit, attention or the KV store takes per element. That is swiglu's: exp_rom
-// (numerics.hpp) has 10 products, 4 sums (round_half_even's + magic, nf*ln2_lo + i*step_lo,
-// the two Horner sums) and 4 differences, then 1 + e, v x (...), x up. The emitted top
+// the vector unit, attention or the KV store takes per element. Multipliers and
+// differences: swiglu's (exp_rom, numerics.hpp, has 10 products, 4 sums (round_half_even's
+// + magic, nf*ln2_lo + i*step_lo, the two Horner sums) and 4 differences, then 1 + e,
+// v x (...), x up). Sums: attention's combine (the tree over kAddSlots partial sums and
+// the sum into acc: kAddSlots), more than swiglu's 6. The emitted top
 // limits its fmul, fadd and fsub cores to lanes x these (ALLOCATION over the inlined
 // vector functions), so every vector operation shares one set of cores per lane and each
 // loop still runs at II=1. hw::unit_resources counts the cores from these constants and
 // checks that no loop it lists needs more.
 constexpr int kLaneFmul = 12;
-constexpr int kLaneFadd = 6;
+constexpr int kLaneFadd = kAddSlots;
 constexpr int kLaneFsub = 4;
 
+// The vector unit's compile-time shape (hls4ml-style config: a struct of constants).
+//   LANES           elements processed per cycle (array partition factor)
+//   EXP_TABLE_BITS  address bits of the exp ROM (numerics.hpp)
+//   MAX_DIM         the longest vector the unit handles (loop bound; run-time n <= MAX_DIM)
 template <int LANES, int EXP_TABLE_BITS, int MAX_DIM>
 struct VectorUnitConfig {
   static constexpr int lanes = LANES;
@@ -45,11 +52,6 @@ struct VectorUnitConfig {
   static_assert(MAX_DIM % LANES == 0, "max_dim must be a multiple of the lanes");
   static_assert(EXP_TABLE_BITS >= 4 && EXP_TABLE_BITS <= 12, "exp table address bits in 4..12");
 };
-
-// Running sums per lane (see above): the depth of the shift register, at least the
-// latency of Vitis HLS's binary32 adder at the design clocks (4 to 8 cycles, UG1399
-// "Floating-point" / the fadd core's latency at 300-500 MHz).
-constexpr int kAddSlots = 8;
 
 // Combines the lane partial sums by a binary tree (in place; result in acc[0]).
 template <int LANES>

@@ -139,23 +139,27 @@ TEST(UnitResources, ConfigurationAByHand) {
   EXPECT_EQ(mu.use.bram36, 7.5);
 
   // Vector unit, attention's lane work and the KV store share the top's binary32 cores
-  // (ALLOCATION, emit_text.cpp): per lane the most any one loop takes, swiglu's exp_rom
-  // (numerics.hpp: 10 products; + magic, - magic, 4 more sums and differences) then 1 + e,
-  // v x (...), x up = 12 fmul and 10 adders; 8 lanes x (12 x 3 + 10 x 2 DSP) = 448.
+  // (ALLOCATION, emit_text.cpp): per lane the most any one loop takes. Multipliers:
+  // swiglu's 12 (exp_rom, numerics.hpp: 10 products; then v x (...), x up). Adders: 8 sums
+  // (attention's combine: the tree over 8 slots and the sum into acc) and 4 differences
+  // (swiglu's exp_rom: - magic and three more). 8 lanes x (12 x 3 + 12 x 2 DSP) = 480.
   const hw::Part& vu = unit(u, "vector unit");
   EXPECT_EQ(term(vu, "shared multipliers: fmul").count, 8 * 12);
-  EXPECT_EQ(term(vu, "shared adders: fadd").count, 8 * 10);
-  EXPECT_EQ(vu.use.dsp, 8 * (12 * fmul + 10 * fadd));  // 448
+  EXPECT_EQ(term(vu, "shared adders: fadd").count, 8 * 12);
+  EXPECT_EQ(vu.use.dsp, 8 * (12 * fmul + 12 * fadd));  // 480
   // Operand multiplexers: per lane, each core takes one input per loop that uses it.
-  // Multipliers: the first is used by rmsnorm's 2 sum-of-squares and 2 scale loops, the one
-  // quantize codes loop, swiglu, rope's 2 (q, k), attention's load, scores, rescale and
-  // p v, the KV store's 2 codes loops and attention's scalar part: 15 users, 14 extra
-  // inputs; the second by the 2 rmsnorm scales, swiglu, the 2 ropes and the load: 5 extra;
-  // the other 10 by swiglu alone. Adders: the first by the 2 sums of squares, quantize
-  // codes, the residual add, swiglu, the 2 ropes, scores, p v, the 2 KV codes loops, the 2
-  // rmsnorm scalar parts and attention's: 13 extra; the second by quantize codes, swiglu
-  // and the 2 KV codes loops: 3 extra. 35 inputs x 64 operand bits / 3 LUT, x 8 lanes.
-  EXPECT_NEAR(term(vu, "operand multiplexers of the shared cores").total().lut, 8 * 35 * 64 / 3.0, 1e-6);
+  // Multipliers: the first is used by rmsnorm's 2 sum-of-squares and 2 scale loops, the
+  // quantize codes loop, swiglu, rope's 2 (q, k), attention's load, scores, values and
+  // combine, the KV store's 2 codes loops, and attention's per-position exp and scalar
+  // part: 16 users, 15 extra inputs; the second by the 2 rmsnorm scales, swiglu, the 2
+  // ropes and the load: 5 extra; the other 10 by swiglu alone. Adders: the first by the 2
+  // sums of squares, quantize codes, the residual add, swiglu, the 2 ropes, attention's
+  // scores, values and combine, the 2 KV codes loops, the 2 rmsnorm scalar parts and
+  // attention's per-position sum, exp and scalar part: 16 extra; the second by quantize
+  // codes, swiglu, the combine and the 2 KV codes loops: 4 extra; the third to eighth by
+  // swiglu and the combine: 1 extra each; the last 4 by swiglu alone. 46 inputs x 64
+  // operand bits / 3 LUT, x 8 lanes.
+  EXPECT_NEAR(term(vu, "operand multiplexers of the shared cores").total().lut, 8 * 46 * 64 / 3.0, 1e-6);
   // The exp ROMs (kernels::swiglu): 8 lanes x 64 x 32 bits, LUTRAM (RAM64M8: 8 LUTs
   // per 7 bits): 8 x 40 LUTs; no block RAM in the vector unit.
   EXPECT_EQ(term(vu, "exp ROMs").total().lut, 8 * 40);
@@ -197,7 +201,7 @@ TEST(UnitResources, ConfigurationAByHand) {
   // Totals: the estimate sums the units (plus the platform's HBM subsystem on the U280).
   const model::Config m = small_model();
   const hw::Utilization est = hw::estimate_resources(config_a(), hw::find_device("u280"), {&m});
-  EXPECT_EQ(est.total.dsp, 64 + 48 + 448);
+  EXPECT_EQ(est.total.dsp, 64 + 48 + 480);
   EXPECT_EQ(est.total.bram36, 7.5 + 76.5 + 4);  // + FINN's HBM subsystem, 4 BRAM36
   EXPECT_EQ(est.total.uram, 0);
 }
@@ -216,7 +220,7 @@ TEST(UnitResources, ConfigurationBByHand) {
   EXPECT_EQ(term(mu, "weight channel FIFOs").total().bram36, 15);
   EXPECT_EQ(term(mu, "weight step FIFO").total().lut, 2048);
   EXPECT_EQ(term(mu, "gather buffer").total().ff, 4 * 512);
-  EXPECT_EQ(unit(u, "vector unit").use.dsp, 16 * (12 * fmul + 10 * fadd));  // 896
+  EXPECT_EQ(unit(u, "vector unit").use.dsp, 16 * (12 * fmul + 12 * fadd));  // 960
   // 256-entry exp ROMs: 256 x 32 bits > 64 words: 1 BRAM18 (512 x 36) per lane.
   EXPECT_EQ(term(unit(u, "vector unit"), "exp ROMs").total().bram36, 16 * 0.5);
   EXPECT_EQ(unit(u, "attention").use.dsp, 0);
@@ -246,11 +250,11 @@ TEST(UnitResources, ParametersChangeCountsAsTheCodeDoes) {
   arch::Design cols = config_a();
   cols.matrix_unit.cols = 16;
   EXPECT_EQ(dsp(units_of(cols), "matrix unit") - dsp(a, "matrix unit"), 64);
-  // lanes 8 -> 16: 12 fmul + 10 adders more per lane, all on the shared cores.
+  // lanes 8 -> 16: 12 fmul + 12 adders more per lane, all on the shared cores.
   arch::Design lanes = config_a();
   lanes.vector_unit.lanes = 16;
   const auto l = units_of(lanes);
-  EXPECT_EQ(dsp(l, "vector unit") - dsp(a, "vector unit"), 8 * (12 * fmul + 10 * fadd));
+  EXPECT_EQ(dsp(l, "vector unit") - dsp(a, "vector unit"), 8 * (12 * fmul + 12 * fadd));
   EXPECT_EQ(dsp(l, "attention"), 0);
   EXPECT_EQ(dsp(l, "matrix unit"), dsp(a, "matrix unit"));
   // exp table 6 -> 10 bits: each lane's ROM becomes 1024 x 32 bits, 2 BRAM18.
