@@ -76,9 +76,16 @@ TEST(Units, DecodeMatmulIsTheDataflowRegionsSlowestProcess) {
 //   scales (one per cycle):  30 + 64 = 94, 30 + 36 = 66
 //   K, V rows (2 beats per key, port-bound at 64 B / 40 per key when slower):
 //                            30 + max(128, 102.4) = 158, 30 + max(72, 57.6) = 102
-// the accumulator cleared (2 cycles); per key a 2-cycle dot and a 2-cycle value update; a
-// rescale per block (2 x 2); the store, 64 elements.
-//   4 x (94 + 66 + 158 + 102 + 2 + 100 x 2 + 2 x 2 + 100 x 2 + 64) = 3560 cycles
+// per head the accumulator cleared (2 beats) and the query head loaded (64 elements); per
+// block, three loops over 2 beats x 64 positions at II=1, each with its pipeline depth
+// (adder 8 cycles, multiplier 4, divider 16, conversion 2, compare 1; exp_rom's chain
+// 7 x 4 + 8 x 8 + 2 x 2 = 96):
+//   scores   128 + (2 + 4 + log2(32) x 8 + 8 + 16 = 70)  = 198
+//   correction 7 compares + 8 + 96                        = 111
+//   values   128 + (2 + 8 + 96 + 4 + 8 = 118)             = 246
+//   combine    2 + (2 + 3 x 8 + 4 + 8 = 38)               =  40
+// and the store, 64 elements.
+//   4 x (94 + 66 + 158 + 102 + 2 + 64 + 2 x (198 + 111 + 246 + 40) + 64) = 6960 cycles
 TEST(Units, DecodeAttentionRequestsEachBlockOnceOnTheVectorUnit) {
   arch::Instruction in;
   in.op = arch::Op::attention;
@@ -88,10 +95,10 @@ TEST(Units, DecodeAttentionRequestsEachBlockOnceOnTheVectorUnit) {
   in.pos = 99;
   const arch::Work w = arch::unit_work(design(), in, rates());
   EXPECT_EQ(w.unit, arch::UnitKind::vector);
-  EXPECT_DOUBLE_EQ(w.body_cycles, 3560);
+  EXPECT_DOUBLE_EQ(w.body_cycles, 6960);
   int load_loops = 0;
   for (const arch::Loop& l : w.loops)
-    if (l.name.rfind("attention: load", 0) == 0) {
+    if (l.name.rfind("attention: load K", 0) == 0) {
       ++load_loops;
       EXPECT_EQ(l.calls, 4) << l.name;  // one call per block per head
     }
