@@ -78,17 +78,22 @@ std::vector<KernelBuffer> kernel_buffers(const model::Config& c, const arch::Des
   std::vector<KernelBuffer> out;
   for (int w = 0; w < ch; ++w)
     out.push_back({fmt::format("w{:02d}", w), fmt::format("weights, channel {}", w), std::int64_t(beats * 64),
-                   rates.weight_channel * f});
-  out.push_back({"kv_k", "KV cache, keys", std::int64_t(std::ceil(kv_elems * d.kv_bits / 8)), rates.kv * f});
-  out.push_back({"kv_v", "KV cache, values", std::int64_t(std::ceil(kv_elems * d.kv_bits / 8)), rates.kv * f});
-  out.push_back({"params", "embedding (fp32), norm gains, RoPE table", std::int64_t(param_words * 64), rates.params * f});
+                   rates.weight_channel * f, fmt::format("gmem_w{:02d}", w)});
+  out.push_back({"kv_k", "KV cache, keys", std::int64_t(std::ceil(kv_elems * d.kv_bits / 8)), rates.kv * f,
+                 "gmem_kv_k"});
+  out.push_back({"kv_v", "KV cache, values", std::int64_t(std::ceil(kv_elems * d.kv_bits / 8)), rates.kv * f,
+                 "gmem_kv_v"});
+  out.push_back({"params", "embedding (fp32), norm gains, RoPE table", std::int64_t(param_words * 64), rates.params * f,
+                 "gmem_params"});
   out.push_back({"row_scales", "row scales of every matrix", std::int64_t(std::max(1.0, scale_words) * 64),
-                 rates.params * f});
-  out.push_back({"kv_k_scale", "KV scales, keys", std::int64_t(kv_scales * 4), 0});
-  out.push_back({"kv_v_scale", "KV scales, values", std::int64_t(kv_scales * 4), 0});
-  out.push_back({"program", "instruction list", std::int64_t(
-                     arch::kInstructionWords * 4.0 * (c.n_layers * 32.0 + 16)), 0});  // bound: 32 instructions per layer + 16
-  out.push_back({"result", "logits", std::int64_t(4.0 * std::max({c.vocab_size, c.hidden_dim, c.dim, q_dim})), 0});
+                 rates.params * f, "gmem_scales"});
+  out.push_back({"kv_k_scale", "KV scales, keys", std::int64_t(kv_scales * 4), 0, "gmem_kv_k_scale"});
+  out.push_back({"kv_v_scale", "KV scales, values", std::int64_t(kv_scales * 4), 0, "gmem_kv_v_scale"});
+  // The program: at most 32 instructions per layer and 16 more (a decode step has about 20 per layer).
+  out.push_back({"program", "instruction list",
+                 std::int64_t(arch::kInstructionWords * 4.0 * (c.n_layers * 32.0 + 16)), 0, "gmem_host"});
+  out.push_back({"result", "logits", std::int64_t(4.0 * std::max({c.vocab_size, c.hidden_dim, c.dim, q_dim})), 0,
+                 "gmem_host"});
   return out;
 }
 
@@ -177,6 +182,15 @@ MemoryMap map_buffers(const std::vector<KernelBuffer>& buffers, const Device& de
     return a->buffer.bytes > b->buffer.bytes;
   });
   for (MappedBuffer* b : rest) {
+    // A port of a bundle already mapped: the same banks (one AXI master).
+    for (const auto& o : map.buffers)
+      if (!b->buffer.bundle.empty() && o.mapped && o.buffer.bundle == b->buffer.bundle) {
+        b->banks = o.banks;
+        b->mapped = true;
+        for (auto& s : pools)
+          if (s.index == o.banks.pool) s.used[std::size_t(o.banks.last)] += double(b->buffer.bytes);
+        break;
+      }
     for (int p = 0; p < int(pools.size()) && !b->mapped; ++p) {
       const double bank = pools[std::size_t(p)].bank;
       int n = std::max(1, int(std::ceil(double(b->buffer.bytes) / bank)));

@@ -30,6 +30,7 @@ struct KernelBuffer {
   std::string what;        // "weights, channel 0", "KV cache keys", ...
   std::int64_t bytes = 0;  // at the model and context the kernel is sized for
   double bytes_per_s = 0;  // sustained rate the schedule assumes on the port (arch::PortRates); 0: not bandwidth-bound
+  std::string bundle;      // the m_axi bundle; ports of one bundle are one AXI master, so share their banks
 };
 
 // The buffers of the emitted top for model `c` on design `d` with a KV cache of `context`
