@@ -955,6 +955,8 @@ and KV scales @KVSCALES@ elements), which sizes co-simulation's memory models, s
 buffer fails there. It also reports the latency of each call, to compare with the schedule below.
 C simulation checks none of these, and C/RTL co-simulation runs much slower (every clock cycle of
 the RTL is simulated): lower the golden steps (`fpgallm emit --golden-steps 1`) for a quick run.
+C simulation has no bounds check of its own: the testbench allocates exactly each port's depth,
+so `make csim CXXFLAGS='-std=c++14 -O1 -fsanitize=address'` stops at an access past one.
 
 ## Schedule of one decode step
 
