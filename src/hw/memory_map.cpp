@@ -103,7 +103,7 @@ MemoryMap map_buffers(const std::vector<KernelBuffer>& buffers, const Device& de
   std::vector<PoolState> pools;
   for (std::size_t i = 0; i < dev.memory.size(); ++i) {
     const MemoryPool& m = dev.memory[i];
-    if (!m.capacity_gb.has() || !m.channels.has()) continue;
+    if (!m.capacity_gb.has() || !m.channels.has() || !(*m.capacity_gb > 0) || !(*m.channels >= 1)) continue;
     PoolState s;
     s.index = int(i);
     s.pool = &m;

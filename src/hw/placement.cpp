@@ -123,7 +123,6 @@ int SlrPlacement::spanned() const {
   return top + 1;
 }
 
-Resources slice_resources(const Part& part, int slices) { return part.use * (1.0 / std::max(1, slices)); }
 
 namespace {
 

@@ -63,7 +63,4 @@ SlrPlacement place_units(const std::vector<Part>& parts, const Device& device, c
 // One line per SLR (placed and allowed resources, the units' slices) and per boundary crossed.
 std::vector<std::string> placement_lines(const SlrPlacement& placement);
 
-// Resources of `s` divided per slice (what one slice of a part uses).
-Resources slice_resources(const Part& part, int slices);
-
 }  // namespace hw

@@ -543,13 +543,20 @@ arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const h
   return r;
 }
 
-arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const model::Config& config, const Constants& c) {
+namespace {
+// One decode step of `config` at the design's context and KV width: what the design's memory holds.
+graph::Workload decode_workload(const arch::Design& d, const model::Config& config) {
   graph::Precision precision;
   precision.kv_bits = d.kv_bits;
   graph::Shape shape;
   shape.phase = graph::Phase::decode;
   shape.context = d.context;
-  const graph::Workload wl = graph::lower(config, shape, precision);
+  return graph::lower(config, shape, precision);
+}
+}  // namespace
+
+arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const model::Config& config, const Constants& c) {
+  const graph::Workload wl = decode_workload(d, config);
   const Placement pl =
       place_banked(d, dev, wl.model_weight_bytes(), wl.kv_cache_bytes(d.context), d.parallel.cards, config, c);
   const hw::MemoryPool* main_pool = pl.weights ? pl.weights : (pl.kv ? pl.kv : (dev.memory.empty() ? nullptr : &dev.memory.front()));
@@ -829,12 +836,7 @@ MemoryFit memory_fit(const arch::Design& d, const hw::Device& dev, const Workloa
 
 std::optional<hw::MemoryMap> bank_map(const arch::Design& d, const hw::Device& dev, const model::Config& config,
                                       const Constants& c) {
-  graph::Precision precision;
-  precision.kv_bits = d.kv_bits;
-  graph::Shape shape;
-  shape.phase = graph::Phase::decode;
-  shape.context = d.context;
-  const graph::Workload wl = graph::lower(config, shape, precision);
+  const graph::Workload wl = decode_workload(d, config);
   const Placement pl = place(d, dev, wl.model_weight_bytes(), wl.kv_cache_bytes(d.context), d.parallel.cards, c);
   return bank_map_of(d, dev, config, pl, c);
 }

@@ -32,13 +32,19 @@ dse::Request request(const model::Config& c, int context) {
   return r;
 }
 
+// The design the search picks for llama2-7b (int8, context 4096) on `dev`.
+dse::DeviceResult explore_7b(const hw::Device& dev) {
+  const model::Config c = *model::find_preset("llama2-7b");
+  return dse::explore_device(dev, request(c, 4096), dse::Objective::decode_tps,
+                             perf::lower(c, graph::parse_scheme("int8"), {1, 128, 4096}));
+}
+
 }  // namespace
 
 TEST(Placement, PlannedDesignSpansSlrsWithinEveryLimit) {
   const hw::Device& dev = hw::find_device("u280");
   const model::Config c = *model::find_preset("llama2-7b");
-  const auto r = dse::explore_device(dev, request(c, 4096), dse::Objective::decode_tps,
-                                     perf::lower(c, graph::parse_scheme("int8"), {1, 128, 4096}));
+  const auto r = explore_7b(dev);
   ASSERT_TRUE(r.fits());
   const arch::Design& d = r.best().design;
   const hw::Utilization u = hw::estimate_resources(d, dev, {&c});
@@ -93,27 +99,26 @@ TEST(Placement, FitsTheDeviceButNotItsSlrs) {
 }
 
 TEST(Placement, SearchReturnsOnlyDesignsThatFitTheirSlrs) {
-  const model::Config c = *model::find_preset("llama2-7b");
-  const auto w = perf::lower(c, graph::parse_scheme("int8"), {1, 128, 4096});
   // A U280 whose SLRs each allow a tenth of their DSPs, the card's total unchanged: every
   // design fits the card's total and none its SLRs; the search says so in one line.
   hw::Device thin = hw::find_device("u280");
   for (auto& s : thin.slrs) s.available.dsp.value = *s.available.dsp / 10;
-  const auto none = dse::explore_device(thin, request(c, 4096), dse::Objective::decode_tps, w);
+  const auto none = explore_7b(thin);
   EXPECT_FALSE(none.fits());
   ASSERT_FALSE(none.why_not.empty());
   EXPECT_NE(none.why_not.front().find(": SLR"), std::string::npos) << none.why_not.front();
   EXPECT_EQ(none.why_not.front().find('\n'), std::string::npos);
   // The design the search picks on the U280 puts 14,496 signals on the SLR0-SLR1 boundary.
   // With 12,000 SLLs per boundary it picks another, and keeps only designs whose crossings fit.
-  const auto full = dse::explore_device(hw::find_device("u280"), request(c, 4096), dse::Objective::decode_tps, w);
+  const auto full = explore_7b(hw::find_device("u280"));
   ASSERT_TRUE(full.fits());
   hw::Device narrow = hw::find_device("u280");
   narrow.sll_per_boundary.value = 12000;
-  const auto r = dse::explore_device(narrow, request(c, 4096), dse::Objective::decode_tps, w);
+  const auto r = explore_7b(narrow);
   ASSERT_TRUE(r.fits()) << r.why_not.front();
   EXPECT_FALSE(r.best().design == full.best().design);
   for (const auto& cand : r.ranked) {
+    const model::Config c = *model::find_preset("llama2-7b");
     const hw::Utilization u = hw::estimate_resources(cand.design, narrow, {&c, false});
     EXPECT_TRUE(u.slr_problems.empty()) << cand.design.name << ": " << u.slr_problems.front();
   }
@@ -122,8 +127,7 @@ TEST(Placement, SearchReturnsOnlyDesignsThatFitTheirSlrs) {
 TEST(MemoryMap, Llama2_7bOnTheU280HoldsEveryBufferAndCanFail) {
   const hw::Device& dev = hw::find_device("u280");
   const model::Config c = *model::find_preset("llama2-7b");
-  const auto r = dse::explore_device(dev, request(c, 4096), dse::Objective::decode_tps,
-                                     perf::lower(c, graph::parse_scheme("int8"), {1, 128, 4096}));
+  const auto r = explore_7b(dev);
   ASSERT_TRUE(r.fits());
   const arch::Design& d = r.best().design;
   const auto map = perf::bank_map(d, dev, c);
