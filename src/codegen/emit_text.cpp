@@ -663,7 +663,8 @@ struct Banks {
   std::vector<std::string> shares;          // "SLR1: vector datapath 12/32 lanes"
   std::vector<std::string> placement;       // hw::placement_lines
   std::vector<std::string> map;             // hw::map_lines
-  std::vector<std::string> problems;        // what would not link: a bank or an SLR over its limits
+  std::vector<std::string> problems;        // what would not link: a buffer no bank holds
+  std::vector<std::string> slr_problems;    // an SLR over its ceilings, a boundary over its SLLs
   std::string note;
 };
 
@@ -703,7 +704,7 @@ Banks banks_of(const ProjectInfo& p) {
       for (const auto& sh : pl.shares)
         b.shares.push_back(fmt::format("SLR{}: {} {}/{} {}", sh.slr, sh.part, sh.slices, sh.of, sh.slice));
       if (pl.spanned() > 1) b.slr.clear();
-      for (const auto& problem : pl.problems) b.problems.push_back(problem);
+      b.slr_problems = pl.problems;
     }
   } catch (const std::exception& e) {
     b.note = std::string("no placement on the SLRs: ") + e.what();
@@ -734,6 +735,7 @@ std::string connectivity(const ProjectInfo& p) {
     s += "# Units on the SLRs (hw/placement.hpp; placed/allowed under the timing-closure ceilings):\n";
     for (const auto& l : b.placement) s += "#   " + l + "\n";
     for (const auto& l : b.shares) s += "# place " + l + "\n";
+    for (const auto& l : b.slr_problems) s += "# DOES NOT FIT: " + l + "\n";
     if (b.slr.empty())
       s += "# The compute unit spans SLRs: v++ assigns a whole compute unit to one SLR (slr=), so none is given\n"
            "# here; the split above is what Vivado's placement must reach (USER_SLR_ASSIGNMENT on the units'\n"
@@ -749,6 +751,8 @@ std::string link_problem(const ProjectInfo& p) {
   const Banks b = banks_of(p);
   return b.problems.empty() ? std::string() : b.problems.front();
 }
+
+std::vector<std::string> placement_problems(const ProjectInfo& p) { return banks_of(p).slr_problems; }
 
 std::string makefile(const ProjectInfo& p) {
   Vars v = vars_of(p);
