@@ -5,6 +5,7 @@
 #include "cli/command.hpp"
 #include "util/output.hpp"
 #include "dse/dse.hpp"
+#include "hw/placement.hpp"
 #include "hw/resources.hpp"
 
 #include "model/model.hpp"
@@ -124,8 +125,14 @@ void run(const PlanArgs& a) {
   }
   // Resources by part, each marked checked against a synthesis mapping or model-only.
   const hw::Utilization use = hw::estimate_resources(best.design, dev, {&req.config});
+  const std::vector<std::string> slr_lines = hw::placement_lines(hw::place_units(use.parts, dev, best.design));
+  const auto banks = perf::bank_map(best.design, dev, req.config);
+  const std::vector<std::string> bank_lines =
+      banks ? hw::map_lines(*banks, dev, best.design, perf::constants().memory_efficiency.value) : std::vector<std::string>{};
   if (a.json) {
     out["resources"] = use;
+    out["slr_placement"] = slr_lines;
+    out["banks"] = bank_lines;
     out["batch_tradeoff"] = batches;
     out["method"] = r.method;
     out["evaluated"] = r.evaluated;
@@ -148,6 +155,10 @@ void run(const PlanArgs& a) {
   for (const auto& part : use.parts)
     std::printf("  %-24s %9.0f LUT %9.0f FF %6.0f DSP  %s\n", part.name.c_str(), part.use.lut, part.use.ff, part.use.dsp,
                 part.checked.empty() ? "model only" : ("checked: " + part.checked).c_str());
+  if (!slr_lines.empty()) std::printf("placement on the SLRs (connectivity.cfg of fpgallm emit):\n");
+  for (const auto& l : slr_lines) std::printf("  %s\n", l.c_str());
+  if (!bank_lines.empty()) std::printf("buffers in banks (connectivity.cfg of fpgallm emit):\n");
+  for (const auto& l : bank_lines) std::printf("  %s\n", l.c_str());
   std::printf("batch %d, prompt %d, context %d\n", p.scenario.batch, p.scenario.prompt, p.scenario.context);
   std::printf("  prefill          %10.2f ms   (%.0f tokens/s)%s\n", 1e3 * p.prefill_s, p.prefill_tokens_per_s,
               p.card_prefill_s > 0 ? ", tiled, as the C-simulation backend runs it" : "");

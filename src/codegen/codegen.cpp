@@ -356,6 +356,10 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   info.golden_steps = options.golden_steps;
   info.layer_consumer = layer_consumer;
   info.device = design.device.empty() ? nullptr : hw::lookup_device(design.device);
+  if (const std::string why = link_problem(info); !why.empty())
+    throw fpgallm::InputError("design", "would not link on " + design.device + ": " + why);
+  for (const auto& why : placement_problems(info))
+    info.notes.push_back("the units do not fit the SLRs of " + design.device + " (v++ link would fail placement): " + why);
   const Schedule schedule = decode_schedule(kernel_config, design, info.device, info.context);
   info.schedule = schedule.table;
 

@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "arch/program.hpp"
 #include "arch/units.hpp"
 #include "codegen/emit_text.hpp"
 #include "model/model.hpp"
+#include "hw/memory_map.hpp"
+#include "hw/placement.hpp"
 #include "hw/resources.hpp"
 #include "kernels/matrix_unit.hpp"
 #include "kernels/vector_unit.hpp"
@@ -653,51 +656,61 @@ int main(int argc, char** argv) {
 
 namespace {
 
-// The bank of every m_axi bundle, as the design assigns memory channels: on HBM, weight
-// channel c on pseudo-channel c, the KV bundles (k, v, k scales, v scales) on the next
-// kv_channels pseudo-channels in turn, row scales, parameters and host traffic on the
-// activation channels after them; on DDR, one bank per group in turn.
+// The link of the kernel: the banks of every m_axi port and the units on the SLRs. With a
+// known device, both come from src/hw, as `plan` prints them: hw::map_buffers through
+// perf::bank_map (the sp= lines) and hw::place_units on the resource model's units (the slr=
+// line, or the per-SLR split of a kernel that spans SLRs). Without one, every bundle on DDR[0].
 struct Banks {
-  std::vector<std::string> weights;  // per weight channel
-  std::string kv_k, kv_v, kv_k_scale, kv_v_scale, scales, params, host;
-  std::string slr = "SLR0";
+  std::map<std::string, std::string> port;  // m_axi port -> "HBM[3]", "HBM[28:29]", "DDR[0]"
+  std::string slr;                          // the compute unit's SLR; empty when it spans SLRs
+  std::vector<std::string> shares;          // "SLR1: vector datapath 12/32 lanes"
+  std::vector<std::string> placement;       // hw::placement_lines
+  std::vector<std::string> map;             // hw::map_lines
+  std::vector<std::string> problems;        // what would not link: a buffer no bank holds
+  std::vector<std::string> slr_problems;    // an SLR over its ceilings, a boundary over its SLLs
   std::string note;
 };
 
+std::vector<std::string> port_names(const ProjectInfo& p) {
+  std::vector<std::string> ports;
+  for (int c = 0; c < p.weight_channels; ++c) ports.push_back(weight_port(c));
+  for (const char* n : {"row_scales", "params", "kv_k", "kv_v", "kv_k_scale", "kv_v_scale", "program", "result"})
+    ports.push_back(n);
+  return ports;
+}
+
 Banks banks_of(const ProjectInfo& p) {
-  const auto& m = p.design.memory;
   Banks b;
   if (!p.device || p.device->memory.empty()) {
-    for (int c = 0; c < p.weight_channels; ++c) b.weights.push_back("DDR[0]");
-    b.kv_k = b.kv_v = b.kv_k_scale = b.kv_v_scale = b.scales = b.params = b.host = "DDR[0]";
+    for (const auto& port : port_names(p)) b.port[port] = "DDR[0]";
+    b.slr = "SLR0";
     b.note = "no device in the design: every bundle on DDR[0]";
     return b;
   }
-  const hw::MemoryPool& pool = p.device->memory.front();
-  const int channels = std::max(1, int(pool.channels.or_else(1)));
-  const bool hbm = pool.is_hbm();
-  const std::string kind = hbm ? "HBM" : "DDR";
-  auto bank = [&](int index) { return fmt::format("{}[{}]", kind, index % channels); };
-  if (hbm) {
-    for (int c = 0; c < p.weight_channels; ++c) b.weights.push_back(bank(c));
-    const int kv0 = m.weight_channels, kvn = std::max(1, m.kv_channels);
-    b.kv_k = bank(kv0);
-    b.kv_v = bank(kv0 + (1 % kvn));
-    b.kv_k_scale = bank(kv0 + (2 % kvn));
-    b.kv_v_scale = bank(kv0 + (3 % kvn));
-    const int a0 = m.weight_channels + m.kv_channels, an = std::max(1, m.activation_channels);
-    b.scales = bank(a0);
-    b.params = bank(a0 + (1 % an));
-    b.host = bank(a0 + (2 % an));
-    // The HBM controllers sit at the bottom edge of SLR0 on the U50/U55C/U280.
-    b.slr = "SLR0";
-    if (a0 + an > channels)
-      b.note = fmt::format("the design asks for {} channels, the device has {}: banks wrap around", a0 + an, channels);
+  const hw::Device& dev = *p.device;
+  const double eta = perf::constants().memory_efficiency.value;
+  const std::optional<hw::MemoryMap> map = perf::bank_map(p.design, dev, p.config);
+  if (map) {
+    for (const auto& m : map->buffers) b.port[m.buffer.port] = m.mapped ? m.banks.sp() : "(none)";
+    b.map = hw::map_lines(*map, dev, p.design, eta);
+    b.problems = map->problems;
   } else {
-    for (int c = 0; c < p.weight_channels; ++c) b.weights.push_back(bank(c));
-    b.kv_k = b.kv_v = b.kv_k_scale = b.kv_v_scale = bank(1);
-    b.scales = b.params = b.host = bank(2);
-    b.note = fmt::format("{} banks: weight channels on banks in turn, KV on bank 1, the rest on bank 2", pool.kind);
+    b.note = "the bank map covers one card of a dense llama-family model: every bundle on bank 0";
+    for (const auto& port : port_names(p)) b.port[port] = fmt::format("{}[0]", dev.memory.front().is_hbm() ? "HBM" : "DDR");
+  }
+  b.slr = "SLR0";
+  try {
+    const hw::Utilization u = hw::estimate_resources(p.design, dev, {&p.config, false});
+    const hw::SlrPlacement pl = hw::place_units(u.parts, dev, p.design);
+    if (pl.per_slr) {
+      b.placement = hw::placement_lines(pl);
+      for (const auto& sh : pl.shares)
+        b.shares.push_back(fmt::format("SLR{}: {} {}/{} {}", sh.slr, sh.part, sh.slices, sh.of, sh.slice));
+      if (pl.spanned() > 1) b.slr.clear();
+      b.slr_problems = pl.problems;
+    }
+  } catch (const std::exception& e) {
+    b.note = std::string("no placement on the SLRs: ") + e.what();
   }
   return b;
 }
@@ -716,25 +729,33 @@ std::string connectivity(const ProjectInfo& p) {
   const Banks b = banks_of(p);
   std::string s = fmt::format(
       "# v++ -l --config connectivity.cfg (generated by fpgallm emit for design \"{}\" on {}).\n"
-      "# One bank per m_axi bundle: {} weight channels, KV data and KV scales apart, row scales,\n"
-      "# parameters and host traffic on the activation channels{}.\n"
-      "[connectivity]\nnk=fpgallm_overlay:1:fpgallm_overlay_1\nslr=fpgallm_overlay_1:{}\n",
-      p.design.name, p.design.device.empty() ? "no device" : p.design.device, p.weight_channels,
-      b.note.empty() ? "" : " (" + b.note + ")", b.slr);
-  auto sp = [&](const std::string& port, const std::string& bank) {
-    s += fmt::format("sp=fpgallm_overlay_1.{}:{}\n", port, bank);
-  };
-  for (int c = 0; c < p.weight_channels; ++c) sp(weight_port(c), b.weights[std::size_t(c)]);
-  sp("row_scales", b.scales);
-  sp("params", b.params);
-  sp("kv_k", b.kv_k);
-  sp("kv_v", b.kv_v);
-  sp("kv_k_scale", b.kv_k_scale);
-  sp("kv_v_scale", b.kv_v_scale);
-  sp("program", b.host);
-  sp("result", b.host);
+      "# Banks: every buffer in banks that hold it at {}'s sizes and context {} (hw/memory_map.hpp; a buffer\n"
+      "# larger than one bank gets a range of its own, HBM[a:b]); `fpgallm plan` prints the same map{}.\n",
+      p.design.name, p.design.device.empty() ? "no device" : p.design.device, p.config.name.empty() ? "the model" : p.config.name,
+      p.context, b.note.empty() ? "" : " (" + b.note + ")");
+  for (const auto& l : b.map) s += "#   " + l + "\n";
+  if (!b.placement.empty()) {
+    s += "# Units on the SLRs (hw/placement.hpp; placed/allowed under the timing-closure ceilings):\n";
+    for (const auto& l : b.placement) s += "#   " + l + "\n";
+    for (const auto& l : b.shares) s += "# place " + l + "\n";
+    for (const auto& l : b.slr_problems) s += "# DOES NOT FIT: " + l + "\n";
+    if (b.slr.empty())
+      s += "# The compute unit spans SLRs: v++ assigns a whole compute unit to one SLR (slr=), so none is given\n"
+           "# here; the split above is what Vivado's placement must reach (USER_SLR_ASSIGNMENT on the units'\n"
+           "# instances, crossing signals registered in Laguna flip-flops, UG949), which only a v++ link confirms.\n";
+  }
+  s += "[connectivity]\nnk=fpgallm_overlay:1:fpgallm_overlay_1\n";
+  if (!b.slr.empty()) s += "slr=fpgallm_overlay_1:" + b.slr + "\n";
+  for (const auto& port : port_names(p)) s += fmt::format("sp=fpgallm_overlay_1.{}:{}\n", port, b.port.at(port));
   return s;
 }
+
+std::string link_problem(const ProjectInfo& p) {
+  const Banks b = banks_of(p);
+  return b.problems.empty() ? std::string() : b.problems.front();
+}
+
+std::vector<std::string> placement_problems(const ProjectInfo& p) { return banks_of(p).slr_problems; }
 
 std::string makefile(const ProjectInfo& p) {
   Vars v = vars_of(p);
@@ -845,13 +866,14 @@ std::string readme(const ProjectInfo& p) {
   std::string notes;
   for (const auto& n : p.notes) notes += "- " + n + "\n";
   v["NOTES"] = notes.empty() ? "- none: the project implements the design as planned\n" : notes;
-  std::string weight_banks;
-  for (int c = 0; c < p.weight_channels; ++c)
-    weight_banks += fmt::format("{}{} -> {}", c ? ", " : "", weight_port(c), b.weights[std::size_t(c)]);
-  v["BANKS"] = fmt::format("{}; row_scales -> {}, params -> {}; kv_k -> {}, kv_v -> {}, kv_k_scale -> {}, "
-                           "kv_v_scale -> {}; program, result -> {}; compute unit in {}{}",
-                           weight_banks, b.scales, b.params, b.kv_k, b.kv_v, b.kv_k_scale, b.kv_v_scale, b.host, b.slr,
-                           b.note.empty() ? "" : " (" + b.note + ")");
+  std::string bank_text;
+  for (const auto& port : port_names(p)) bank_text += fmt::format("{}{} -> {}", bank_text.empty() ? "" : ", ", port, b.port.at(port));
+  v["BANKS"] = bank_text + (b.slr.empty() ? "; the compute unit spans SLRs (below)" : "; compute unit in " + b.slr) +
+               (b.note.empty() ? "" : " (" + b.note + ")");
+  std::string link;
+  for (const auto& l : b.map) link += "- " + l + "\n";
+  for (const auto& l : b.placement) link += "- " + l + "\n";
+  v["LINK"] = link.empty() ? "- no device known: nothing placed\n" : link;
   return fill(R"CPP(# Vitis project: @MODEL@ on design "@DESIGN@" (@DEVICE@)
 
 Generated by `fpgallm emit`. The overlay kernel `fpgallm_overlay` executes the instruction
@@ -885,6 +907,18 @@ every size at run time from the instruction words, bounded by the compile-time s
 - `tb/testbench.cpp` C simulation against them (bit-exact), `host/host.cpp` XRT host program.
 - `connectivity.cfg` bundle-to-bank map: @BANKS@.
 - `Makefile`, `hls/fpgallm_overlay.tcl`, `hls/fpgallm_overlay_cosim.tcl`, `schedule.md` (the table below).
+
+## Link: banks and SLRs
+
+What `connectivity.cfg` places, for @MODEL@ at context @CONTEXT@ (`fpgallm plan` prints the same):
+every buffer against the banks it is mapped to (bytes; for the bandwidth-bound ports, the rate the
+schedule assumes against what the banks deliver behind one port), and the units of the resource
+model below on the card's SLRs (placed/allowed under the timing-closure ceilings, and the signals
+crossing each SLR boundary against its super long lines):
+
+@LINK@
+fpgallm checks these figures; only `v++ -l` and Vivado confirm them: that XRT allocates each buffer
+where the map says, that placement reaches the per-SLR split, and that the crossings close timing.
 
 ## Build
 
@@ -928,6 +962,8 @@ and KV scales @KVSCALES@ elements), which sizes co-simulation's memory models, s
 buffer fails there. It also reports the latency of each call, to compare with the schedule below.
 C simulation checks none of these, and C/RTL co-simulation runs much slower (every clock cycle of
 the RTL is simulated): lower the golden steps (`fpgallm emit --golden-steps 1`) for a quick run.
+C simulation has no bounds check of its own: the testbench allocates exactly each port's depth,
+so `make csim CXXFLAGS='-std=c++14 -O1 -fsanitize=address'` stops at an access past one.
 
 ## Schedule of one decode step
 

@@ -43,6 +43,11 @@ std::string host_source(const ProjectInfo& p);
 std::string testbench_source(const ProjectInfo& p);
 std::string golden_reader_source();
 std::string connectivity(const ProjectInfo& p);
+// Why connectivity.cfg cannot be written (a buffer no bank of the card holds), or empty.
+std::string link_problem(const ProjectInfo& p);
+// Where the units do not fit the card's SLRs (an SLR over its ceilings, a boundary over its
+// SLLs; `plan` never picks such a design, a hand-written one may be emitted): one line each.
+std::vector<std::string> placement_problems(const ProjectInfo& p);
 std::string makefile(const ProjectInfo& p);
 // hls/fpgallm_overlay.tcl (C simulation, C synthesis) or hls/fpgallm_overlay_cosim.tcl
 // (C synthesis, C/RTL co-simulation of the golden testbench).

@@ -227,7 +227,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
     if (cards > 1 && !all.empty()) break;  // more cards only when one does not fit
     for (auto [rows, cols] : shapes)
       for (const auto& tile : arch::kTileShapes)
-        for (int kv_share : {0, 4}) {
+        for (int kv_share : {0, 4, 8}) {  // KV channels: none (shared), a quarter, an eighth
           if (!arch::tile_fits_unit(tile[0], tile[1], rows, cols)) continue;
           arch::Design d;
           d.name = fmt::format("{}-{}x{}", dev.id, rows, cols);

@@ -102,7 +102,7 @@ struct Reader {
 
 const std::set<std::string> kDeviceKeys = {
     "id", "name", "aliases", "vendor", "kind", "chip", "process_nm", "lut", "ff", "dsp", "bram36", "uram",
-    "lut_note", "dsp_type", "int8_macs_per_dsp", "int4_macs_per_dsp", "ai_engines", "onchip_mb", "slrs",
+    "lut_note", "dsp_type", "int8_macs_per_dsp", "int4_macs_per_dsp", "ai_engines", "onchip_mb", "slrs", "sll_per_boundary",
     "platform", "kernel_clock_mhz", "max_clock_mhz", "memory", "peak_int8_tops", "peak_int4_tops",
     "peak_fp16_tflops", "peak_bf16_tflops", "peak_fp32_tflops", "pcie", "pcie_gbps", "card_link",
     "card_link_gbps", "memory_controller", "tdp_w", "static_w", "price_usd", "cloud_usd_per_hour", "notes",
@@ -136,6 +136,7 @@ Device read_device(const nlohmann::json& e, const std::string& path, const nlohm
   d.int4_macs_per_dsp = r.figure(e, "int4_macs_per_dsp");
   d.ai_engines = r.figure(e, "ai_engines");
   d.onchip_mb = r.figure(e, "onchip_mb");
+  d.sll_per_boundary = r.figure(e, "sll_per_boundary");
   d.kernel_clock_mhz = r.figure(e, "kernel_clock_mhz");
   d.max_clock_mhz = r.figure(e, "max_clock_mhz");
   d.peak_int8_tops = r.figure(e, "peak_int8_tops");
@@ -320,6 +321,7 @@ void to_json(nlohmann::json& j, const Device& d) {
     j["max_clock_mhz"] = d.max_clock_mhz;
   }
   j["onchip_mb"] = d.onchip_mb;
+  j["sll_per_boundary"] = d.sll_per_boundary;
   nlohmann::json mem = nlohmann::json::array();
   for (const auto& m : d.memory)
     mem.push_back({{"kind", m.kind},

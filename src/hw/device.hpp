@@ -90,6 +90,9 @@ struct Device {
   Figure ai_engines;                // Versal AI Engine tiles (not used by the overlay)
   Figure onchip_mb;                 // on-chip SRAM, MB (FPGA: BRAM+URAM; GPU: L2 + shared)
   std::vector<Slr> slrs;
+  // Super long lines (SLLs) joining two neighbouring SLRs, both directions together: the
+  // wires a signal crossing that boundary can take (hw/placement.hpp).
+  Figure sll_per_boundary;
   Platform platform;
   Figure kernel_clock_mhz;          // typical kernel clock of the vendor platform
   Figure max_clock_mhz;             // upper limit a design may ask for

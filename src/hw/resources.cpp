@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/placement.hpp"
 #include "hw/unit_resources.hpp"
 #include "util/error.hpp"
 
@@ -66,6 +67,7 @@ std::vector<std::string> Utilization::overflows() const {
     if (!l.fits())
       out.push_back(fmt::format("{} {:.0f} of {:.0f} allowed ({:.0f}% of {:.0f})", to_string(l.resource), l.used,
                                 l.ceiling, l.available > 0 ? 100.0 * l.ceiling / l.available : 0.0, l.available));
+  out.insert(out.end(), slr_problems.begin(), slr_problems.end());
   return out;
 }
 
@@ -245,15 +247,17 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
                        100 * pf.lut_ceiling, 100 * pf.ff_ceiling, 100 * pf.dsp_ceiling, 100 * pf.bram_ceiling,
                        100 * pf.uram_ceiling, pf.ceiling_source);
   });
-  // One matrix unit placed across SLRs crosses super-long lines; flag it.
-  double largest_slr_dsp = 0;
-  for (const auto& s : dev.slrs) largest_slr_dsp = std::max(largest_slr_dsp, s.available.dsp.or_else(0));
-  const double unit_dsp = u.parts.front().use.dsp / d.compute_units;
-  if (largest_slr_dsp > 0 && unit_dsp > pf.dsp_ceiling * largest_slr_dsp)
-    assume([&] {
-      return fmt::format("the matrix unit's {:.0f} DSPs exceed one SLR's {:.0f} allowed: it spans SLRs (expect a lower clock)",
-                         unit_dsp, pf.dsp_ceiling * largest_slr_dsp);
-    });
+  // The units on the SLRs: a design that fits the device but not its SLRs does not fit.
+  const SlrPlacement placement = place_units(u.parts, dev, d);
+  u.slr_problems = placement.problems;
+  u.slrs_spanned = placement.spanned();
+  u.fits = u.fits && placement.fits;
+  if (describe && placement.per_slr) {
+    for (const auto& a : placement.assumptions) u.assumptions.push_back(a);
+    if (placement.spanned() > 1)
+      u.assumptions.push_back(
+          fmt::format("the kernel spans SLRs (SLR0 to SLR{}): expect a lower clock than in one SLR", placement.spanned() - 1));
+  }
   return u;
 }
 
@@ -301,6 +305,7 @@ void to_json(nlohmann::json& j, const Utilization& u) {
   j = nlohmann::json{{"device", u.device},  {"parts", parts},
                      {"total", res(u.total)}, {"lines", lines},
                      {"fits", u.fits},        {"binding", to_string(u.binding())},
+                     {"slr_problems", u.slr_problems}, {"slrs_spanned", u.slrs_spanned},
                      {"assumptions", u.assumptions}};
 }
 

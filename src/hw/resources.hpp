@@ -62,13 +62,18 @@ struct Utilization {
   std::vector<Part> parts;
   Resources total;
   std::vector<ResourceLine> lines;  // one per resource, in enum order
-  bool fits = true;                 // every line under its ceiling
+  bool fits = true;                 // every line under its ceiling, and the units placed on the SLRs
   std::vector<std::string> assumptions;
+  // The units on the card's SLRs (hw/placement.hpp): an SLR over its ceilings or a boundary
+  // over its SLLs, one line each; empty when they fit or the card lists no SLRs.
+  std::vector<std::string> slr_problems;
+  int slrs_spanned = 1;             // SLRs the units occupy
 
   const ResourceLine& line(Resource r) const;
   // The resource closest to (or furthest over) its ceiling, as a fraction of the ceiling.
   Resource binding() const;
-  // "DSP 9500 of 7200 allowed (80% of 9000)" for every line that does not fit.
+  // "DSP 9500 of 7200 allowed (80% of 9000)" for every line that does not fit, then the
+  // SLR placement's problems ("SLR0: DSP 3000 of 2189 allowed").
   std::vector<std::string> overflows() const;
 };
 

@@ -19,6 +19,7 @@
 #include "arch/units.hpp"
 #include "graph/workload.hpp"
 #include "hw/device.hpp"
+#include "hw/memory_map.hpp"
 #include "hw/power.hpp"
 
 namespace perf {
@@ -281,6 +282,12 @@ struct MemoryFit {
 };
 MemoryFit memory_fit(const arch::Design& design, const hw::Device& device, const Workloads& w,
                      const Constants& c = constants());
+// The emitted kernel's buffers on `device`'s banks (hw/memory_map.hpp: connectivity.cfg's sp=
+// lines and their check) at the design's port rates, for the designs `fpgallm emit` writes
+// (one card, a dense llama-family model streamed from off-chip memory); nullopt otherwise.
+// memory_fit, predict and port_rates place the KV cache where this map does.
+std::optional<hw::MemoryMap> bank_map(const arch::Design& design, const hw::Device& device, const model::Config& config,
+                                      const Constants& c = constants());
 // A GPU baseline running the same workload on `cards` GPUs (tensor parallel when > 1).
 Prediction predict_gpu(const hw::Device& device, const Workloads& w, int cards = 1,
                        GpuStack stack = GpuStack::graphs, const Constants& c = constants());

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "hw/memory_map.hpp"
 #include "hw/power.hpp"
 #include "hw/resources.hpp"
 #include "perf/perf.hpp"
@@ -159,6 +160,34 @@ Placement place(const arch::Design& d, const hw::Device& dev, double weight_byte
   }
   for (const auto& s : parts) p.text += (p.text.empty() ? "" : "; ") + s;
   return p;
+}
+
+// The emitted kernel's buffers on the card's banks (hw/memory_map.hpp), for the designs
+// `fpgallm emit` writes: one card, a dense llama-family model streamed from off-chip memory.
+std::optional<hw::MemoryMap> bank_map_of(const arch::Design& d, const hw::Device& dev, const model::Config& config,
+                                         const Placement& pl, const Constants& c);
+
+// place(), then the KV cache where the bank map puts it, and a design whose buffers no bank
+// holds does not fit.
+Placement place_banked(const arch::Design& d, const hw::Device& dev, double weight_bytes, double kv_bytes, int cards,
+                       const model::Config& config, const Constants& c) {
+  Placement pl = place(d, dev, weight_bytes, kv_bytes, cards, c);
+  if (!pl.fits) return pl;
+  const std::optional<hw::MemoryMap> map = bank_map_of(d, dev, config, pl, c);
+  if (!map) return pl;
+  if (!map->fits) {
+    pl.fits = false;
+    pl.text += "; banks: " + map->problems.front();
+    return pl;
+  }
+  const hw::MappedBuffer* kv = map->find("kv_k");
+  if (kv && kv->mapped && pl.kv && &dev.memory[std::size_t(kv->banks.pool)] != pl.kv) {
+    const std::string was = "KV cache in " + pl.kv->kind;
+    pl.kv = &dev.memory[std::size_t(kv->banks.pool)];
+    if (const auto at = pl.text.find(was); at != std::string::npos)
+      pl.text.replace(at, was.size(), "KV cache in " + pl.kv->kind + " (no " + was.substr(12) + " bank range left for it)");
+  }
+  return pl;
 }
 
 void add_phase_totals(PhaseTime& ph, const OpTime& o) {
@@ -514,14 +543,22 @@ arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const h
   return r;
 }
 
-arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const model::Config& config, const Constants& c) {
+namespace {
+// One decode step of `config` at the design's context and KV width: what the design's memory holds.
+graph::Workload decode_workload(const arch::Design& d, const model::Config& config) {
   graph::Precision precision;
   precision.kv_bits = d.kv_bits;
   graph::Shape shape;
   shape.phase = graph::Phase::decode;
   shape.context = d.context;
-  const graph::Workload wl = graph::lower(config, shape, precision);
-  const Placement pl = place(d, dev, wl.model_weight_bytes(), wl.kv_cache_bytes(d.context), d.parallel.cards, c);
+  return graph::lower(config, shape, precision);
+}
+}  // namespace
+
+arch::PortRates port_rates(const arch::Design& d, const hw::Device& dev, const model::Config& config, const Constants& c) {
+  const graph::Workload wl = decode_workload(d, config);
+  const Placement pl =
+      place_banked(d, dev, wl.model_weight_bytes(), wl.kv_cache_bytes(d.context), d.parallel.cards, config, c);
   const hw::MemoryPool* main_pool = pl.weights ? pl.weights : (pl.kv ? pl.kv : (dev.memory.empty() ? nullptr : &dev.memory.front()));
   if (!main_pool || !main_pool->bandwidth_gbps.has())
     throw fpgallm::InputError(dev.id, "the device has no off-chip memory bandwidth figure");
@@ -566,7 +603,12 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
   const double kv_scale = stored.kv_scale;
   p.kv_bytes = stored.kv;
   for (const auto& m : dev.memory) p.capacity_bytes += pool_bytes(m) * p.cards;
-  const Placement pl = place(d, dev, p.weight_bytes, p.kv_bytes * kv_sequences, p.cards, c);
+  // fpgallm's kernels keep their buffers where the emitted connectivity.cfg puts them; a
+  // published accelerator's own memory map is not fpgallm's.
+  const double kv_all = p.kv_bytes * kv_sequences;
+  const Placement pl = hardware == Hardware::fpgallm_kernels
+                           ? place_banked(d, dev, p.weight_bytes, kv_all, p.cards, w.decode.config, c)
+                           : place(d, dev, p.weight_bytes, kv_all, p.cards, c);
   p.fits_memory = pl.fits;
   p.placement = pl.text;
 
@@ -756,7 +798,13 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
       {"memory_efficiency", eta, c.memory_efficiency.unit, c.memory_efficiency.source},
       {"weight_bandwidth", x.bw_weights / kGB, "GB/s",
        fmt::format("{} of {} x {} channels, {}-bit ports at the kernel clock, x memory_efficiency", wp.kind, dev.id, wc, port_bits)},
-      {"kv_bandwidth", x.bw_kv / kGB, "GB/s", fmt::format("{} x {} channels x memory_efficiency", kp.kind, kc)},
+      program_path
+          ? Assumption{"kv_bandwidth", 2 * rates.kv * f / kGB, "GB/s",
+                       fmt::format("the emitted top's kv_k and kv_v bundles, one {} port each at one channel's rate "
+                                   "(arch::PortRates.kv, as the schedule charges attention), x memory_efficiency; the "
+                                   "banks connectivity.cfg gives them are checked to deliver it (hw/memory_map.hpp)",
+                                   kp.kind)}
+          : Assumption{"kv_bandwidth", x.bw_kv / kGB, "GB/s", fmt::format("{} x {} channels x memory_efficiency", kp.kind, kc)},
       {"port_bits", double(port_bits), "bits per channel", "design.memory.port_bits: each channel's AXI port carries port_bits / 8 bytes per cycle"},
       {"issue_cycles", c.issue_cycles.value, c.issue_cycles.unit, c.issue_cycles.source},
       {"dma_setup_cycles", c.dma_setup_cycles.value, c.dma_setup_cycles.unit, c.dma_setup_cycles.source},
@@ -816,9 +864,30 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
 MemoryFit memory_fit(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c) {
   WorkloadCache own;
   const Stored stored = stored_bytes(d, w, w.cache ? *w.cache : own);
-  const Placement pl = place(d, dev, stored.weights, stored.kv, d.parallel.cards, c);
+  const Placement pl = place_banked(d, dev, stored.weights, stored.kv, d.parallel.cards, w.decode.config, c);
   return {pl.fits, pl.text};
 }
+
+std::optional<hw::MemoryMap> bank_map(const arch::Design& d, const hw::Device& dev, const model::Config& config,
+                                      const Constants& c) {
+  const graph::Workload wl = decode_workload(d, config);
+  const Placement pl = place(d, dev, wl.model_weight_bytes(), wl.kv_cache_bytes(d.context), d.parallel.cards, c);
+  return bank_map_of(d, dev, config, pl, c);
+}
+
+namespace {
+
+std::optional<hw::MemoryMap> bank_map_of(const arch::Design& d, const hw::Device& dev, const model::Config& config,
+                                         const Placement& pl, const Constants& c) {
+  if (d.parallel.cards != 1 || !config.llama_family() || config.moe() || config.n_layers <= 0 || pl.weights_on_chip ||
+      pl.kv_on_chip || !pl.weights)
+    return std::nullopt;
+  const arch::PortRates rates = port_rates(d, dev, *pl.weights, pl.kv ? *pl.kv : *pl.weights, c);
+  const int context = config.seq_len > 0 ? std::min(d.context, config.seq_len) : d.context;
+  return hw::map_buffers(hw::kernel_buffers(config, d, context, rates), dev, d, c.memory_efficiency.value);
+}
+
+}  // namespace
 
 Prediction predict(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c,
                    Hardware hardware) {

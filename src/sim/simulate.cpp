@@ -77,7 +77,16 @@ class Lowering {
   }
 
   void build_machine(double weight_bytes, double kv_bytes) {
-    const Placement pl = place(d_, dev_, weight_bytes, kv_bytes);
+    Placement pl = place(d_, dev_, weight_bytes, kv_bytes);
+    // The KV cache where connectivity.cfg puts it (perf::bank_map: what plan and emit read).
+    if (const auto map = perf::bank_map(d_, dev_, cfg_)) {
+      const hw::MappedBuffer* kv = map->find("kv_k");
+      if (kv && kv->mapped && &dev_.memory[std::size_t(kv->banks.pool)] != pl.kv) {
+        pl.kv = &dev_.memory[std::size_t(kv->banks.pool)];
+        pl.text = "weights in " + pl.weights->kind + "; KV cache in " + pl.kv->kind + " (" + kv->banks.sp() +
+                  " in connectivity.cfg)";
+      }
+    }
     rep_.notes.push_back(pl.text);
     const double eta = c_.memory_efficiency.value;
     rates_ = perf::port_rates(d_, dev_, *pl.weights, *pl.kv, c_);

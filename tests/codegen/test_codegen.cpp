@@ -277,15 +277,22 @@ TEST(Codegen, DeterministicAndSynthesizable) {
   expect_gate_and_checker(root + "/a", 64);
   expect_memory_interface(root + "/a", 16);
 
-  // Connectivity: the design's 16 weight channels on pseudo-channels 0-15, one each; the KV
-  // bundles on its 8 KV channels from 16; the rest on the activation channel 24; SLR0.
+  // Connectivity (hw/memory_map.hpp, hw/placement.hpp): the design's 16 weight channels on
+  // pseudo-channels 0-15, one each; KV keys and values on the first pseudo-channels after them,
+  // one each (a port each, not the bank of the other); the program and the result, one bundle,
+  // on one bank. The default design's units take more than SLR0 (its vector datapath alone
+  // holds more DSPs than SLR0 allows): no slr= line, the split as `# place` lines.
   const std::string cfg = read_bytes(root + "/a/connectivity.cfg");
   for (int c = 0; c < 16; ++c)
     EXPECT_NE(cfg.find(fmt::format("sp=fpgallm_overlay_1.w{:02d}:HBM[{}]\n", c, c)), std::string::npos) << cfg;
   EXPECT_NE(cfg.find("sp=fpgallm_overlay_1.kv_k:HBM[16]\n"), std::string::npos) << cfg;
-  EXPECT_NE(cfg.find("sp=fpgallm_overlay_1.kv_v_scale:HBM[19]\n"), std::string::npos) << cfg;
-  EXPECT_NE(cfg.find("sp=fpgallm_overlay_1.program:HBM[24]\n"), std::string::npos) << cfg;
-  EXPECT_NE(cfg.find("slr=fpgallm_overlay_1:SLR0\n"), std::string::npos) << cfg;
+  EXPECT_NE(cfg.find("sp=fpgallm_overlay_1.kv_v:HBM[17]\n"), std::string::npos) << cfg;
+  std::smatch program, result;
+  ASSERT_TRUE(std::regex_search(cfg, program, std::regex(R"(sp=fpgallm_overlay_1\.program:(HBM\[\d+\]))")));
+  ASSERT_TRUE(std::regex_search(cfg, result, std::regex(R"(sp=fpgallm_overlay_1\.result:(HBM\[\d+\]))")));
+  EXPECT_EQ(program[1], result[1]);
+  EXPECT_EQ(cfg.find("\nslr="), std::string::npos) << cfg;
+  EXPECT_NE(cfg.find("\n# place SLR1: "), std::string::npos) << cfg;
   const std::string mk = read_bytes(root + "/a/Makefile");
   EXPECT_NE(mk.find("emconfigutil --platform $(PLATFORM)"), std::string::npos);
   EXPECT_NE(mk.find("CLOCK_HZ := 300000000\n"), std::string::npos);

@@ -415,6 +415,11 @@ TEST(Resources, OversizedMatrixUnitDoesNotFit) {
   bool flagged = false;
   for (const auto& a : u.assumptions) flagged |= a.find("spans SLRs") != std::string::npos;
   EXPECT_TRUE(flagged);
+  // ... and its SLRs cannot hold it: the placement's problems are among the overflows.
+  bool slr_listed = false;
+  for (const auto& o : u.overflows()) slr_listed |= o.rfind("SLR", 0) == 0;
+  EXPECT_TRUE(slr_listed);
+  EXPECT_FALSE(u.slr_problems.empty());
 }
 
 TEST(Resources, DevicesWithoutFabricFiguresAreRefused) {
