@@ -79,7 +79,8 @@ void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, B
   const int gather_ii = std::max(group_words / ch, group_words / step_words);
   const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));
   const kernels::MatrixWords m = kernels::stream_words(pe, simd, ch, in.rows, in.cols);
-  // Packed int4 halves the stream (the emitted kernel streams int8 codes).
+  // int4 does not come here (int4_decode_matmul: the tiled unit). Other widths below 8 bits
+  // are for planning only (no kernel): the stream shrinks in proportion.
   const std::int64_t beats = in.weight_bits < 8 ? ceil_div(std::int64_t(m.beats) * in.weight_bits, 8) : m.beats;
   const std::int64_t bytes = beats * kernels::kWordBytes * ch;
   // The bundles share the pool's channels when the design has more bundles than it has.
@@ -186,6 +187,21 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   w.macs = std::int64_t(in.tokens) * rows * cols;
 }
 
+// Decode of an int4 matrix, as the emitted top runs it (overlay::matmul_int4): the tiled unit
+// kernels::matmul_w4a8 at one token (prefill_matmul's schedule, its weight tiles read from the
+// weight channels), its rows written to the logits array; then move_rows copies them to the
+// destination array, one row per cycle, the bias read beside them from the parameter bundle
+// (skipped for the classifier, whose destination is the logits, without a bias).
+void int4_decode_matmul(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
+  prefill_matmul(d, in, r, b, w);
+  if (in.out == Buf::logits && !in.bias) return;
+  const double move = b.simple([&] { return fmt::format("matmul {}x{}: move_rows", in.rows, in.cols); }, "move_rows",
+                               in.rows, 1, "to the destination array, one row per cycle");
+  w.after_stream += move;
+  w.body_cycles += move;
+  if (in.bias) w.param_bytes += std::int64_t(in.rows) * kernels::kWordBytes;  // one FloatWord read per row
+}
+
 void attention(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
   const int lanes = d.vector_unit.lanes, hd = in.head_dim;
   const std::int64_t beat = ceil_div(hd, lanes);  // one lane-wide step over a head vector
@@ -270,7 +286,9 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r, bool 
     }
     case Op::matmul: {
       w.unit = UnitKind::matrix;
-      if (in.tokens == 1)
+      if (in.tokens == 1 && in.weight_bits == 4)
+        int4_decode_matmul(d, in, r, b, w);
+      else if (in.tokens == 1)
         decode_matmul(d, in, r, b, w);
       else
         prefill_matmul(d, in, r, b, w);
