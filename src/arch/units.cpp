@@ -176,10 +176,11 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
                        act_iters(std::min(tc, cols));
   w.body_cycles = r.memory_latency + (dbuf ? first : 0) + cycles;
   w.stream_bytes = total;
-  // The unit is busy in its load loops too (they are its own pipelined loops, one word per
-  // cycle, not a DMA beside it): per tile the longer of load and compute when
-  // double-buffered, their sum otherwise. At one token (int4 decode) the loads dominate.
-  w.stream_compute = cycles;
+  // At one token (int4 decode) the unit is busy in its load loops, which bound it (one
+  // 32-column chunk a cycle, its own pipelined loops, not a DMA beside it): per tile the
+  // longer of load and compute when double-buffered, their sum otherwise. With a prefill
+  // block the compute (tokens x steps) dominates and the loads are the port transfers.
+  w.stream_compute = in.tokens == 1 ? cycles : compute + store;
   w.stream_fill = 0;  // inside each tile's compute
   // Consecutive tiles grouped into at most 256 pieces (a piece of k tiles loads and
   // computes as k tiles do; with double buffering the next piece loads meanwhile).

@@ -352,6 +352,14 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   if (options.golden_steps > info.golden_context)
     throw fpgallm::InputError("golden_steps", fmt::format("more steps than the context ({})", info.golden_context));
 
+  if (design.matrix_unit.weight_bits == 4) {
+    const auto& k = kernel_config;
+    const int widest = std::max({k.hidden_dim, k.dim, k.n_heads * k.head_dim(), k.kv_dim()});
+    if (widest > k.vocab_size)
+      throw fpgallm::InputError("design", fmt::format("int4 weights: the tiled unit writes its rows to the logits array, "
+                                                      "which is shorter ({}) than the widest matrix ({} rows)",
+                                                      k.vocab_size, widest));
+  }
   const Layout layout = lay_out(qm, design, info.weight_channels, info.golden_context);
   const auto precision = [&](int layer, model::Linear w) {
     const auto& lp = qm.plan.at(layer, w);

@@ -893,9 +893,10 @@ every size at run time from the instruction words, bounded by the compile-time s
   gather PE x SIMD steps -> multiply (kernels::matrix_vector_w8a8, II=1) -> requantize and store).
   `src/overlay.hpp` the per-instruction processes, `src/kernels/` the kernels (C++14),
   `src/fpgallm_config.hpp` the sizes, `src/fpgallm_isa.hpp` the instruction encoding.
-- `data/weights_chNN.bin` the weights of channel NN: every matrix as PE x SIMD steps in the
-  order the matrix unit reads them, word w of a matrix on channel w mod @CHANNELS@ (@CHANNELWORDS@
-  512-bit words per channel); `data/row_scales.bin` fp32 row scales per row fold;
+- `data/weights_chNN.bin` the weights of channel NN: every int8 matrix as PE x SIMD steps in the
+  order the matrix unit reads them, every int4 matrix as its packed bytes then its fp16 group
+  scales (read by the tiled unit, `overlay::matmul_int4`), word w of a matrix on channel w mod
+  @CHANNELS@ (@CHANNELWORDS@ 512-bit words per channel); `data/row_scales.bin` fp32 row scales per row fold;
   `data/params.bin` embedding, norm gains and the RoPE table, each row padded to 16 floats;
   `data/program.bin` the encoded program.
 - `golden/` vectors from fpgallm's accelerator backend (`--backend accel`): the output of one layer

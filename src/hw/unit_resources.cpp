@@ -305,10 +305,12 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
                        pe, scale_words),
            "src/codegen/templates/overlay.hpp:46-56 (store_rows), src/kernels/matrix_unit.hpp:494-496 (requantize_w8a8)");
     }
-    if (d.matrix_unit.weight_bits == 4 && !fp16_macs) {
+    if (d.matrix_unit.weight_bits == 4 && !fp16_macs && d.kernel_gaps().empty()) {
       // int4 weights (w4a8): the emitted top's overlay::matmul_int4 calls the tiled unit
       // kernels::matmul_w4a8 (one token) beside the streaming one: its own MAC array, tile
       // buffers and group dequantization (Vitis builds one instance per called function).
+      // Only for a design fpgallm emits (no kernel gaps): a published design described with
+      // 4-bit weights is estimated as its own matrix unit, not as fpgallm's int4 path.
       const int tr = d.tiling.tile_rows, tc = d.tiling.tile_cols;
       const int chunk = std::min(simd, 32), chunks = std::max(1, simd / chunk);
       const char* src4 = "src/kernels/matrix_unit.hpp matmul_w4a8 / compute_tile_i4 (PIPELINE II=1, pe and k unrolled), "

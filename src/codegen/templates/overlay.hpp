@@ -152,6 +152,7 @@ void matmul_int4(const kernels::PackedWord* const port[], int weight_beat, int s
                  float xb2[CFG::dim], float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim],
                  float logits[CFG::vocab_size]) {
   typedef typename CFG::matrix_vector MV;
+  static_assert(CFG::vocab_size >= MV::max_rows, "the logits array holds the rows of every matrix");
   const StripedWeights<MV, kernels::u8> packed = {port, weight_beat, 0};
   const StripedWeights<MV, std::uint16_t> scales = {port, scale_beat, 0};
   const float x_scale[1] = {code_scale};
