@@ -153,7 +153,10 @@ Program build(const model::Config& c, const ProgramFields& d, Stage stage, int p
     i.col_tiles = ceil_div(shape.cols, d.tile_cols);
     const std::int64_t scales = lp.group > 0 ? std::int64_t(shape.rows) * ceil_div(shape.cols, lp.group) : shape.rows;
     i.bias = c.qkv_bias && (which == model::Linear::wq || which == model::Linear::wk || which == model::Linear::wv);
-    i.weight_bytes = std::int64_t(shape.rows) * shape.cols * lp.weight_bits / 8 + scales * 4 + (i.bias ? shape.rows * 4 : 0);
+    // Scales: fp32 per row (int8), fp16 per group (int4, as quant::Int4Matrix and the weight
+    // channels of the emitted project hold them).
+    i.weight_bytes = std::int64_t(shape.rows) * shape.cols * lp.weight_bits / 8 + scales * (lp.group > 0 ? 2 : 4) +
+                     (i.bias ? shape.rows * 4 : 0);
     if (which == model::Linear::cls) {
       i.host_bytes = std::int64_t(tokens) * shape.rows * 4;  // logits back to the host
     }

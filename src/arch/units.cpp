@@ -80,7 +80,8 @@ void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, B
   const int gather_ii = std::max(group_words / ch, group_words / step_words);
   const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));
   const kernels::MatrixWords m = kernels::stream_words(pe, simd, ch, in.rows, in.cols);
-  // Packed int4 halves the stream (the emitted kernel streams int8 codes).
+  // int4 does not come here (int4_decode_matmul: the tiled unit). Other widths below 8 bits
+  // are for planning only (no kernel): the stream shrinks in proportion.
   const std::int64_t beats = in.weight_bits < 8 ? ceil_div(std::int64_t(m.beats) * in.weight_bits, 8) : m.beats;
   const std::int64_t bytes = beats * kernels::kWordBytes * ch;
   // The bundles share the pool's channels when the design has more bundles than it has.
@@ -176,7 +177,11 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
                        act_iters(std::min(tc, cols));
   w.body_cycles = r.memory_latency + (dbuf ? first : 0) + cycles;
   w.stream_bytes = total;
-  w.stream_compute = compute + store;
+  // At one token (int4 decode) the unit is busy in its load loops, which bound it (one
+  // 32-column chunk a cycle, its own pipelined loops, not a DMA beside it): per tile the
+  // longer of load and compute when double-buffered, their sum otherwise. With a prefill
+  // block the compute (tokens x steps) dominates and the loads are the port transfers.
+  w.stream_compute = in.tokens == 1 ? cycles : compute + store;
   w.stream_fill = 0;  // inside each tile's compute
   // Consecutive tiles grouped into at most 256 pieces (a piece of k tiles loads and
   // computes as k tiles do; with double buffering the next piece loads meanwhile).
@@ -185,6 +190,21 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   w.double_buffered = dbuf;
   w.weight_bytes = total;
   w.macs = std::int64_t(in.tokens) * rows * cols;
+}
+
+// Decode of an int4 matrix, as the emitted top runs it (overlay::matmul_int4): the tiled unit
+// kernels::matmul_w4a8 at one token (prefill_matmul's schedule, its weight tiles read from the
+// weight channels), its rows written to the logits array; then move_rows copies them to the
+// destination array, one row per cycle, the bias read beside them from the parameter bundle
+// (skipped for the classifier, whose destination is the logits, without a bias).
+void int4_decode_matmul(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
+  prefill_matmul(d, in, r, b, w);
+  if (in.out == Buf::logits && !in.bias) return;
+  const double move = b.simple([&] { return fmt::format("matmul {}x{}: move_rows", in.rows, in.cols); }, "move_rows",
+                               in.rows, 1, "to the destination array, one row per cycle");
+  w.after_stream += move;
+  w.body_cycles += move;
+  if (in.bias) w.param_bytes += std::int64_t(in.rows) * kernels::kWordBytes;  // one FloatWord read per row
 }
 
 // Latencies of Vitis HLS's binary32 cores at the design clocks (200-300 MHz), in cycles:
@@ -302,7 +322,9 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r, bool 
     }
     case Op::matmul: {
       w.unit = UnitKind::matrix;
-      if (in.tokens == 1)
+      if (in.tokens == 1 && in.weight_bits == 4)
+        int4_decode_matmul(d, in, r, b, w);
+      else if (in.tokens == 1)
         decode_matmul(d, in, r, b, w);
       else
         prefill_matmul(d, in, r, b, w);

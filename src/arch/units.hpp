@@ -27,6 +27,9 @@
 //                double-buffered when buffers.weight_bytes holds two tiles, each computed
 //                for all tokens (tokens x row folds x column folds x ii + pipeline_depth),
 //                the store stage (tokens x rows) after the last column tile of a row tile.
+//                int4 weights (w4a8) at decode: the same tiled unit kernels::matmul_w4a8 at
+//                one token (the emitted top's overlay::matmul_int4), then move_rows (one
+//                row per cycle) to the destination array unless that is the logits.
 //                A bias (qkv_bias) is added in store_rows, read beside the row scales from
 //                the parameter bundle (prefill: in the tiled unit's store stage).
 //   head_norm    the q gain, every q head's RMSNorm (lane reduction, scaling pass), then

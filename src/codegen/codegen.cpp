@@ -58,11 +58,13 @@ struct Layout {
   std::vector<std::vector<kernels::PackedWord>> channels;  // one per weight channel
   std::vector<kernels::FloatWord> row_scales;               // per matrix, per row fold
   std::vector<kernels::FloatWord> params;                   // embedding, norms, RoPE table
-  std::map<std::pair<int, int>, std::pair<int, int>> linear;  // (layer, which) -> (beat, scale word)
+  // (layer, which) -> int8: (beat, first row-scale word); int4: (beat of the packed
+  // weights, beat of the fp16 group scales), both on the weight channels.
+  std::map<std::pair<int, int>, std::pair<int, int>> linear;
   std::map<std::pair<int, int>, int> bias;                     // (layer, which) -> first FloatWord in params
   int embedding = 0, final_norm = 0, rope = 0;                // first FloatWord
   std::vector<int> attn_norm, ffn_norm, head_norm;            // head_norm: q gain, then k gain
-  std::int64_t weight_bytes = 0;                               // int8 codes before padding
+  std::int64_t weight_bytes = 0;  // int8 codes, int4 packed bytes and their fp16 scales, before padding
 };
 
 int checked_int(std::size_t v, const char* what) {
@@ -131,6 +133,38 @@ std::pair<int, int> append_matrix(Layout& l, const quant::Int8Matrix& m, int row
   return {beat, scale_word};
 }
 
+// `n` bytes as one part of the weight stream (overlay::StripedWeights): whole beats of every
+// channel, zero past the end, word w on channel w % channels; returns its first beat.
+int append_part(Layout& l, const std::vector<std::uint8_t>& bytes) {
+  const std::size_t ch = l.channels.size();
+  const int beat = checked_int(l.channels[0].size(), "weights");
+  const std::size_t words = (bytes.size() + kernels::kWordBytes - 1) / kernels::kWordBytes;
+  const std::size_t padded = (words + ch - 1) / ch * ch;
+  for (std::size_t w = 0; w < padded; ++w) {
+    kernels::PackedWord word{};
+    for (std::size_t b = 0; b < std::size_t(kernels::kWordBytes); ++b) {
+      const std::size_t i = w * kernels::kWordBytes + b;
+      word.lane[b] = i < bytes.size() ? static_cast<kernels::i8>(bytes[i]) : kernels::i8(0);
+    }
+    l.channels[w % ch].push_back(word);
+  }
+  return beat;
+}
+
+// One int4 matrix as the emitted top's tiled matrix unit reads it (overlay::matmul_int4):
+// its packed bytes as quant::Int4Matrix holds them, then its fp16 scales, low byte first.
+std::pair<int, int> append_int4(Layout& l, const quant::Int4Matrix& m) {
+  const int weights = append_part(l, m.packed);
+  std::vector<std::uint8_t> scales(m.scale.size() * 2);
+  for (std::size_t i = 0; i < m.scale.size(); ++i) {
+    scales[2 * i] = std::uint8_t(m.scale[i] & 0xffu);
+    scales[2 * i + 1] = std::uint8_t(m.scale[i] >> 8);
+  }
+  const int scale_beat = append_part(l, scales);
+  l.weight_bytes += std::int64_t(m.packed.size() + scales.size());
+  return {weights, scale_beat};
+}
+
 Layout lay_out(const quant::QuantModel& qm, const arch::Design& d, int channels, int context) {
   const auto& c = qm.config;
   Layout l;
@@ -143,16 +177,19 @@ Layout lay_out(const quant::QuantModel& qm, const arch::Design& d, int channels,
   l.final_norm = append_rows(l.params, qm.final_norm.data(), 1, std::size_t(c.dim));
   for (const auto& lp : qm.plan.layers) {
     const auto& L = qm.linear(lp.layer, lp.which);
-    if (L.format != quant::WeightFormat::int8)
-      throw fpgallm::InputError("design", fmt::format("{}: {} weights; the emitted streaming matrix unit multiplies "
-                                                      "int8 weights (int4 runs in the C simulation backend only)",
+    if (L.format == quant::WeightFormat::int8)
+      l.linear[{lp.layer, int(lp.which)}] = append_matrix(l, L.int8, L.int8.rows, L.int8.cols, d);
+    else if (L.format == quant::WeightFormat::int4 && d.matrix_unit.weight_bits == 4)
+      l.linear[{lp.layer, int(lp.which)}] = append_int4(l, L.int4);
+    else
+      throw fpgallm::InputError("design", fmt::format("{}: {} weights; the emitted matrix unit multiplies int8 weights, "
+                                                      "and int4 ones on a design with matrix_unit.weight_bits 4",
                                                       model::linear_name(lp.layer, lp.which),
                                                       quant::to_string(L.format)));
-    l.linear[{lp.layer, int(lp.which)}] = append_matrix(l, L.int8, L.int8.rows, L.int8.cols, d);
     if (c.qkv_bias && (lp.which == model::Linear::wq || lp.which == model::Linear::wk || lp.which == model::Linear::wv)) {
       const auto li = std::size_t(lp.layer);
       const auto& b = lp.which == model::Linear::wq ? qm.bq[li] : lp.which == model::Linear::wk ? qm.bk[li] : qm.bv[li];
-      l.bias[{lp.layer, int(lp.which)}] = append_folds(l.params, b.data(), L.int8.rows, d.matrix_unit.rows);
+      l.bias[{lp.layer, int(lp.which)}] = append_folds(l.params, b.data(), L.rows, d.matrix_unit.rows);
     }
   }
   if (c.qk_norm)
@@ -221,7 +258,8 @@ std::vector<std::int32_t> encode(const arch::Program& p, const quant::QuantModel
       }
       case arch::Op::matmul: {
         const auto [beat, scale] = l.linear.at({in.layer, int(in.linear)});
-        w[f_weight_bits] = 8;
+        w[f_weight_bits] = in.weight_bits;  // 8: the streaming unit; 4: the tiled unit (overlay::matmul_int4)
+        w[f_group] = in.group;
         w[f_weight_beat] = beat;
         w[f_scale_word] = scale;
         if (in.bias) {
@@ -314,6 +352,14 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
   if (options.golden_steps > info.golden_context)
     throw fpgallm::InputError("golden_steps", fmt::format("more steps than the context ({})", info.golden_context));
 
+  if (design.matrix_unit.weight_bits == 4) {
+    const auto& k = kernel_config;
+    const int widest = std::max({k.hidden_dim, k.dim, k.n_heads * k.head_dim(), k.kv_dim()});
+    if (widest > k.vocab_size)
+      throw fpgallm::InputError("design", fmt::format("int4 weights: the tiled unit writes its rows to the logits array, "
+                                                      "which is shorter ({}) than the widest matrix ({} rows)",
+                                                      k.vocab_size, widest));
+  }
   const Layout layout = lay_out(qm, design, info.weight_channels, info.golden_context);
   const auto precision = [&](int layer, model::Linear w) {
     const auto& lp = qm.plan.at(layer, w);

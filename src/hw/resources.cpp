@@ -264,7 +264,9 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
 arch::Design resource_view(const arch::Design& design) {
   arch::Design v = design;
   v.name.clear();
-  if (v.matrix_unit.impl == arch::MatrixUnitImpl::hls) {
+  // The HLS units do not depend on the tiles, except the int4 path's tiled unit (its tile
+  // buffers, unit_resources.cpp).
+  if (v.matrix_unit.impl == arch::MatrixUnitImpl::hls && v.matrix_unit.weight_bits != 4) {
     v.tiling = {};
     v.buffers.weight_bytes = 0;
   }

@@ -93,7 +93,8 @@ Utilization estimate_resources(const arch::Design& design, const Device& device,
                                const ResourceOptions& options = {});
 
 // `design` without what the resource model does not read: its name, and the tiling and
-// weight buffer of an HLS matrix unit (the emitted top instantiates neither). Designs with
+// weight buffer of an HLS matrix unit (the emitted top instantiates neither; with 4-bit
+// weights the tiling stays: the int4 path's tile buffers follow it). Designs with
 // equal views have equal counts on a device.
 arch::Design resource_view(const arch::Design& design);
 

@@ -417,6 +417,46 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
                        pe, scale_words),
            "src/codegen/templates/overlay.hpp:46-56 (store_rows), src/kernels/matrix_unit.hpp:494-496 (requantize_w8a8)");
     }
+    if (d.matrix_unit.weight_bits == 4 && !fp16_macs && d.kernel_gaps().empty()) {
+      // int4 weights (w4a8): the emitted top's overlay::matmul_int4 calls the tiled unit
+      // kernels::matmul_w4a8 (one token) beside the streaming one: its own MAC array, tile
+      // buffers and group dequantization (Vitis builds one instance per called function).
+      // Only for a design fpgallm emits (no kernel gaps): a published design described with
+      // 4-bit weights is estimated as its own matrix unit, not as fpgallm's int4 path.
+      const int tr = d.tiling.tile_rows, tc = d.tiling.tile_cols;
+      const int chunk = std::min(simd, 32), chunks = std::max(1, simd / chunk);
+      const char* src4 = "src/kernels/matrix_unit.hpp matmul_w4a8 / compute_tile_i4 (PIPELINE II=1, pe and k unrolled), "
+                         "src/codegen/templates/overlay.hpp matmul_int4";
+      u.term("int4 tile: int8 x int8 products", products, Resources{0, 0, 1, 0, 0},
+             fmt::format("rows x cols = {} x {} unpacked int4 x int8 products, one DSP each as the streaming unit's "
+                         "[assumption: the 4-bit operand is not packed two to a DSP]",
+                         pe, simd),
+             src4);
+      const double part_bits = row_adder_bits(chunk, 16);
+      u.term("int4 tile: adder tree and group accumulator of one 32-column part", double(pe) * chunks,
+             Resources{kLutPerAdderBit * part_bits, part_bits, 0, 0, 0},
+             fmt::format("rows x parts = {} x {}; per part {:g} adder bits (a tree over {} products and the 32-bit "
+                         "group accumulator); 1 LUT and 1 FF per bit [assumption]",
+                         pe, chunks, part_bits, chunk),
+             src4);
+      Ops dq;
+      dq.sitofp = 1;
+      dq.fmul = 1;
+      dq.fadd = 1;
+      u.fp("int4 tile: group dequantization", double(pe) * chunks, dq,
+           fmt::format("rows x parts = {} x {} x (float(acc), x fp16 scale, + sum)", pe, chunks), src4);
+      Ops st;
+      st.fmul = 1;
+      u.fp("int4 tile: store", 1, st, "one output per cycle (sum x x_scale)", src4);
+      u.memory("int4 tile: weight tile buffers", 2LL * pe * simd, 8, ceil_div(tr, pe) * ceil_div(tc, simd),
+               fmt::format("2 buffers x rows x cols banks (cyclic), tile {} x {}", tr, tc), src4);
+      u.memory("int4 tile: activation tile buffers", 2LL * simd, 8, ceil_div(tc, simd),
+               fmt::format("2 buffers x cols banks, tile_cols = {}", tc), src4);
+      u.memory("int4 tile: group sums and accumulators", pe, 64, ceil_div(tr, pe),
+               fmt::format("rows banks (cyclic) x tile_rows / rows words of fp32 sum + int32 accumulator, tile_rows = {}",
+                           tr),
+               src4);
+    }
     u.term("scale word registers", scale_words, Resources{0, 512, 0, 0, 0},
            fmt::format("scale_words = ceil(rows / 16) = {} FloatWords of 512 bits", scale_words),
            "src/codegen/templates/overlay.hpp:49-51 (sw[], ARRAY_PARTITION complete)");

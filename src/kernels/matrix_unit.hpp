@@ -102,14 +102,16 @@ inline void load_weight_tile_i8(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const i
 }
 
 // Loads and unpacks the int4 weight tile at (r0, c0): chunk byte b of a 32-column chunk
-// holds column b (low nibble) and b + 16 (high nibble), code = nibble - 8.
-template <class CFG>
-inline void load_weight_tile_i4(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const u8* packed, int rows, int cols,
+// holds column b (low nibble) and b + 16 (high nibble), code = nibble - 8. Packed: const u8*
+// (the accelerator backend) or a type with the same + and [] (the emitted top's view of the
+// weight channels, overlay::StripedWeights).
+template <class CFG, class Packed>
+inline void load_weight_tile_i4(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const Packed& packed, int rows, int cols,
                                 int r0, int c0) {
   const int row_bytes = (cols + 31) / 32 * 16;
   for (int r = 0; r < CFG::tile_rows; ++r) {
     if (r0 + r >= rows) break;
-    const u8* src = packed + static_cast<long>(r0 + r) * row_bytes;
+    const Packed src = packed + static_cast<long>(r0 + r) * row_bytes;
     for (int c = 0; c < CFG::tile_cols; c += 32) {
 #pragma HLS PIPELINE II=1
       const int chunk = (c0 + c) / 32;  FPGALLM_TRIP("load_weight_tile");
@@ -157,10 +159,10 @@ inline void compute_tile_i8(i32 acc[CFG::max_tokens][CFG::tile_rows], const i8 w
 // restarts. A group may span column tiles (gacc carries over). A SIMD word wider than 32
 // columns is reduced in 32-column parts, so a group boundary (a multiple of 32) always
 // falls between parts.
-template <class CFG>
+template <class CFG, class Scales>
 inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], i32 gacc[CFG::max_tokens][CFG::tile_rows],
                             const i8 wbuf[CFG::tile_rows][CFG::tile_cols],
-                            const i8 xbuf[CFG::max_tokens][CFG::tile_cols], const std::uint16_t* scale, int groups,
+                            const i8 xbuf[CFG::max_tokens][CFG::tile_cols], const Scales& scale, int groups,
                             int group, int tokens, int r0, int tile_rows_used, int c0, int cols) {
   constexpr int kPart = CFG::simd < 32 ? CFG::simd : 32;
   for (int t = 0; t < CFG::max_tokens; ++t) {
@@ -258,8 +260,11 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
 // W4A8 (docs/quantization.md section 4): per row, groups in increasing order,
 //   sum = sum + float(acc_group) * float(scale[r][g]);  y = sum * x_scale[t].
 // group: 32, 64 or 128 columns (a multiple of 32, as the packing requires).
-template <class CFG>
-void matmul_w4a8(const u8* packed, const std::uint16_t* w_scale, int group, const i8* x, const float* x_scale,
+// packed: [rows][(cols + 31) / 32 * 16] bytes; w_scale: fp16 bits [rows][groups]. Both are
+// read through + and [] only: plain pointers in the accelerator backend, the weight
+// channels in the emitted top (overlay::StripedWeights).
+template <class CFG, class Packed = const u8*, class Scales = const std::uint16_t*>
+void matmul_w4a8(Packed packed, Scales w_scale, int group, const i8* x, const float* x_scale,
                  float* y, int tokens, int rows, int cols, int y_stride, const float* bias = nullptr) {
   static_assert(CFG::tile_cols % 32 == 0, "int4 tiles hold whole 32-column chunks");
   i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];

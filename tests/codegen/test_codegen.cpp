@@ -229,19 +229,73 @@ TEST(Codegen, Stories260kTestbenchBitExactAndCanFail) {
   EXPECT_NE(bad_layer.out.find("one layer (block 0): FAIL"), std::string::npos) << bad_layer.out;
 }
 
-TEST(Codegen, Int4PlanRefusedByTheStreamingMatrixUnit) {
-  // The emitted streaming matrix unit multiplies int8 weights; int4 plans run in the C
-  // simulation backend only. emit says so and leaves no folder.
+// int4 weights (w4a8: packed int4, fp16 group scales on the weight channels) run on the
+// emitted top's tiled matrix unit (kernels::matmul_w4a8, as the accelerator backend runs
+// them); a mixed plan (some matrices int8 on the streaming unit, some int4, one with a
+// group of 64) too. Bit-exact, and the testbench fails when one packed weight byte changes.
+TEST(Codegen, Stories260kW4a8TestbenchBitExactMixedAndCanFail) {
   const model::Model& m = stories();
-  const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w4a8, 32));
   arch::Design d = u280_design();
   d.matrix_unit.weight_bits = 4;
   const std::string root = scratch_dir("codegen_int4");
+  {
+    const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w4a8, 32));
+    const std::string dir = root + "/w4a8";
+    codegen::emit(m, qm, d, dir, codegen::EmitOptions{3});
+    compile_testbench(dir);
+    const Shell ok = run_testbench(dir);
+    EXPECT_EQ(ok.status, 0) << ok.out;
+    EXPECT_NE(ok.out.find("one layer (block 0): 64 values bit-exact"), std::string::npos) << ok.out;
+    EXPECT_NE(ok.out.find("decode step 2 logits: 512 values bit-exact"), std::string::npos) << ok.out;
+    // The top dispatches on the instruction's weight bits.
+    const std::string top = read_bytes(dir + "/src/fpgallm_overlay.cpp");
+    EXPECT_NE(top.find("overlay::matmul_int4<CFG>"), std::string::npos);
+    EXPECT_NE(read_bytes(dir + "/src/fpgallm_config.hpp").find("matrix_unit;"), std::string::npos);
+    // The first matrix (layer 0's wq: 64 x 64, 32 packed bytes a row) starts at beat 0 of
+    // channel 0: one of its weight bytes changed, the testbench must fail.
+    flip_byte(dir + "/data/weights_ch00.bin", 5);
+    const Shell bad = run_testbench(dir);
+    EXPECT_EQ(bad.status, 1) << bad.out;
+    EXPECT_NE(bad.out.find("FAIL"), std::string::npos) << bad.out;
+    expect_gate_and_checker(dir, std::max({d.matrix_unit.rows, d.matrix_unit.cols, d.vector_unit.lanes, 64,
+                                           d.memory.weight_channels}));
+  }
+  {
+    quant::Plan plan = quant::uniform_plan(m.config, quant::Scheme::w4a8, 64);
+    plan.scheme = quant::Scheme::mixed;
+    for (auto& lp : plan.layers)
+      if (lp.which == model::Linear::w2 || lp.which == model::Linear::cls || (lp.layer == 1 && lp.which == model::Linear::wq))
+        lp.weight = quant::WeightFormat::int8;
+    const quant::QuantModel qm = quant::quantize_model(m, plan);
+    const std::string dir = root + "/mixed";
+    codegen::emit(m, qm, d, dir, codegen::EmitOptions{2});
+    compile_testbench(dir);
+    const Shell ok = run_testbench(dir);
+    EXPECT_EQ(ok.status, 0) << ok.out;
+    EXPECT_NE(ok.out.find("decode step 1 logits: 512 values bit-exact"), std::string::npos) << ok.out;
+  }
+}
+
+TEST(Codegen, Int4OnAnInt8DesignAndW4a16Refused) {
+  // int4 weights need a design whose matrix unit takes them (weight_bits 4); fp16
+  // activations (w4a16) are not what the matrix unit multiplies. emit says so and leaves no folder.
+  const model::Model& m = stories();
+  const std::string root = scratch_dir("codegen_int4_refused");
+  const quant::QuantModel q4 = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w4a8, 32));
   try {
-    codegen::emit(m, qm, d, root + "/proj", codegen::EmitOptions{3});
-    ADD_FAILURE() << "int4 weights were emitted";
+    codegen::emit(m, q4, u280_design(), root + "/proj", codegen::EmitOptions{3});
+    ADD_FAILURE() << "int4 weights were emitted on an 8-bit matrix unit";
   } catch (const fpgallm::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("int4 weights"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("weight_bits"), std::string::npos) << e.what();
+  }
+  arch::Design d = u280_design();
+  d.matrix_unit.weight_bits = 4;
+  const quant::QuantModel q16 = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w4a16, 32));
+  try {
+    codegen::emit(m, q16, d, root + "/proj", codegen::EmitOptions{3});
+    ADD_FAILURE() << "fp16 activations were emitted";
+  } catch (const fpgallm::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("activations"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(fs::is_empty(root));
 }

@@ -54,6 +54,7 @@ struct Instance {
     static constexpr float norm_eps = 1e-5f;
     typedef kernels::MatrixVectorConfig<PE, SIMD, CHANNELS, kMaxWidth, kMaxWidth> matrix_vector;
     typedef kernels::VectorUnitConfig<LANES, 8, max_width> vector_unit;
+    typedef kernels::MatrixUnitConfig<PE, SIMD, TILE_ROWS, TILE_COLS, 1, kMaxWidth, kMaxWidth> matrix_unit;  // int4 decode
   };
   typedef typename CFG::matrix_vector MV;
   typedef typename CFG::vector_unit V;
@@ -136,12 +137,14 @@ struct Case {
   arch::Stage stage;
   int pos, tokens;
   bool static_act = false;  // int8 activations at calibrated scales: quantize without max_abs
+  int weight_bits = 8;      // 4: int4 weights (w4a8, group 32) on the tiled unit
 };
 
 std::string case_name(const Case& c) {
   std::string s = fmt::format("{}_{}_kv{}_{}_pos{}", c.design == 0 ? "16x16" : "32x32", c.config.name, c.kv_bits,
                               arch::to_string(c.stage), c.pos);
   if (c.static_act) s += "_static";
+  if (c.weight_bits == 4) s += "_w4";
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;
@@ -161,6 +164,10 @@ std::vector<Case> cases() {
   for (int design : {0, 1}) {
     v.push_back({design, 8, llama(), arch::Stage::decode, 70, 1, true});
     v.push_back({design, 8, llama(), arch::Stage::prefill, 61, 5, true});
+    for (const model::Config& c : {llama(), qwen2()}) {  // qwen2: the bias added by move_rows
+      v.push_back({design, 8, c, arch::Stage::decode, 70, 1, false, 4});
+      v.push_back({design, 8, c, arch::Stage::prefill, 61, 5, false, 4});
+    }
   }
   return v;
 }
@@ -263,8 +270,43 @@ struct Machine {
                              b(Buf::hb2, 0), b(Buf::logits, 0));
   }
 
+  // Decode of int4 weights: the emitted top's overlay::matmul_int4 (the tiled unit at one
+  // token reading packed weights and fp16 scales from the channels, then move_rows).
+  void matmul_int4(const arch::Instruction& in) {
+    const int row_bytes = (in.cols + 31) / 32 * 16, groups = (in.cols + in.group - 1) / in.group;
+    const long part_words = (long(in.rows) * std::max(row_bytes, 2 * groups) + 63) / 64;
+    const long beats = 2 * ((part_words + MV::channels - 1) / MV::channels);
+    std::vector<std::vector<kernels::PackedWord>> memory(MV::channels, std::vector<kernels::PackedWord>(std::size_t(beats)));
+    const kernels::PackedWord* port[MV::channels];
+    for (int ch = 0; ch < MV::channels; ++ch) {
+      for (auto& word : memory[std::size_t(ch)])
+        for (auto& lane : word.lane) lane = static_cast<kernels::i8>(rng() % 60);  // small fp16 scales, any codes
+      port[ch] = memory[std::size_t(ch)].data();
+    }
+    using arch::Buf;
+    overlay::matmul_int4<CFG>(port, 0, int(beats / 2), in.group, params.data(), in.bias ? 0 : -1, in.rows, in.cols,
+                              codes.data(), code_scales[0], int(in.out), b(Buf::q, 0), b(Buf::k, 0), b(Buf::v, 0),
+                              b(Buf::xb2, 0), b(Buf::hb, 0), b(Buf::hb2, 0), b(Buf::logits, 0));
+  }
+
   // Prefill: the tiled matrix unit, one call per row tile, as the backend calls it.
   void matmul_tiled(const arch::Instruction& in) {
+    if (in.weight_bits == 4) {
+      const int row_bytes = (in.cols + 31) / 32 * 16, groups = (in.cols + in.group - 1) / in.group;
+      std::vector<kernels::u8> packed(std::size_t(in.rows) * row_bytes);
+      for (auto& p : packed) p = static_cast<kernels::u8>(rng());
+      std::vector<std::uint16_t> scale(std::size_t(in.rows) * groups, 0x2000);
+      std::vector<float> bias(std::size_t(in.rows), 0.5f);
+      const int y_stride = width[int(in.out)];
+      for (int r0 = 0; r0 < in.rows; r0 += I::tile_rows) {
+        const int rows = std::min(I::tile_rows, in.rows - r0);
+        kernels::matmul_w4a8<typename I::M>(packed.data() + std::size_t(r0) * row_bytes,
+                                            scale.data() + std::size_t(r0) * groups, in.group, codes.data(),
+                                            code_scales.data(), buf[int(in.out)].data() + r0, in.tokens, rows, in.cols,
+                                            y_stride, in.bias ? bias.data() + r0 : nullptr);
+      }
+      return;
+    }
     std::vector<kernels::i8> w(std::size_t(in.rows) * in.cols);
     for (auto& q : w) q = static_cast<kernels::i8>(rng() % 255) - 127;
     std::vector<float> scale(std::size_t(in.rows), 0.01f), bias(std::size_t(in.rows), 0.5f);
@@ -307,7 +349,9 @@ struct Machine {
         }
         return;
       case Op::matmul:
-        if (n == 1)
+        if (n == 1 && in.weight_bits == 4)
+          matmul_int4(in);
+        else if (n == 1)
           matmul_region(in);
         else
           matmul_tiled(in);
@@ -402,11 +446,12 @@ class UnitLoops : public ::testing::TestWithParam<Case> {
 
   template <class I, int BITS>
   void check(const Case& k) {
-    const arch::Design d = design_of<I>(k.kv_bits);
+    arch::Design d = design_of<I>(k.kv_bits);
+    d.matrix_unit.weight_bits = k.weight_bits;
     ASSERT_TRUE(d.problems().empty()) << d.problems().front();
     ASSERT_TRUE(arch::instance_problems(d).empty()) << arch::instance_problems(d).front();
     const arch::Program p = arch::build_program(k.config, d, k.stage, k.pos, k.tokens, [&](int, model::Linear) {
-      return arch::LinearPrecision{d.matrix_unit.weight_bits, d.matrix_unit.weight_bits == 4 ? 32 : 0, k.static_act};
+      return arch::LinearPrecision{k.weight_bits, k.weight_bits == 4 ? 32 : 0, k.static_act};
     });
     for (const arch::Instruction& in : p.instructions)
       if (in.op == arch::Op::quantize) {

@@ -73,6 +73,94 @@ void store_rows(AccIn& acc, const kernels::FloatWord* row_scales, int scale_word
   }
 }
 
+// An int4 matrix on the weight channels (written by fpgallm emit): its packed int4 bytes
+// ([rows][(cols + 31) / 32 * 16], quant::Int4Matrix's layout), then its fp16 group scales
+// ([rows][groups], little-endian), each part starting on a whole beat and padded to whole
+// beats; word w of a part lies on channel w % CH at word first_beat + w / CH of that
+// channel, as the int8 stream's words do (CH = MV::channels). Element i of a part (T: u8
+// bytes or uint16 fp16 bits), read through + and [] as kernels::matmul_w4a8 reads a pointer
+// in the accelerator backend; the channel of a word is chosen by the control flow (one read
+// site per bundle).
+template <class MV, class T>
+struct StripedWeights {
+  static_assert(sizeof(T) <= 2, "bytes or fp16 bits");
+  const kernels::PackedWord* const* port;  // the MV::channels weight bundles
+  int first_beat;
+  long offset;  // elements of T
+  StripedWeights operator+(long n) const {
+    StripedWeights s = *this;
+    s.offset += n;
+    return s;
+  }
+  T operator[](long i) const {
+    const long byte = (offset + i) * static_cast<long>(sizeof(T));
+    const long word = byte / kernels::kWordBytes;
+    const int lane = static_cast<int>(byte % kernels::kWordBytes);  // sizeof(T) divides 64: one word
+    const long beat = first_beat + word / MV::channels;
+    const int ch = static_cast<int>(word % MV::channels);
+    kernels::PackedWord w = {};
+    for (int c = 0; c < MV::channels; ++c) {
+#pragma HLS UNROLL
+      if (c == ch) w = port[c][beat];
+    }
+    unsigned v = 0;
+    for (int b = 0; b < 2; ++b) {
+#pragma HLS UNROLL
+      if (b < static_cast<int>(sizeof(T))) v |= static_cast<unsigned>(static_cast<kernels::u8>(w.lane[lane + b])) << (8 * b);
+    }
+    return static_cast<T>(v);
+  }
+};
+
+// The rows of an int4 matmul from `y` (the classifier's array) to the destination array the
+// instruction names, plus the bias when bias_word >= 0 (read from `params`, laid out per row
+// fold of PE as store_rows reads it), one row per cycle.
+template <class CFG>
+void move_rows(const float y[CFG::vocab_size], const kernels::FloatWord* params, int bias_word, int rows, int dest,
+               float q[CFG::q_dim], float k[CFG::kv_dim], float v[CFG::kv_dim], float xb2[CFG::dim],
+               float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim], float logits[CFG::vocab_size]) {
+  using MV = typename CFG::matrix_vector;
+  for (int r = 0; r < MV::max_rows; ++r) {
+#pragma HLS PIPELINE II=1
+    if (r >= rows) break; else FPGALLM_TRIP("move_rows");
+    float out = y[r];
+    if (bias_word >= 0) {
+      const int in_fold = r % MV::pe;
+      const kernels::FloatWord bw = params[bias_word + (r / MV::pe) * MV::scale_words + in_fold / kernels::kFloatsPerWord];
+      out = kernels::add_bias(out, bw.value[in_fold % kernels::kFloatsPerWord]);
+    }
+    if (dest == buf_q) q[r] = out;
+    if (dest == buf_k) k[r] = out;
+    if (dest == buf_v) v[r] = out;
+    if (dest == buf_xb2) xb2[r] = out;
+    if (dest == buf_hb) hb[r] = out;
+    if (dest == buf_hb2) hb2[r] = out;
+    if (dest == buf_logits) logits[r] = out;
+  }
+}
+
+// One int4 (w4a8) matmul instruction at one token: kernels::matmul_w4a8, the tiled matrix
+// unit (CFG::matrix_unit) the accelerator backend runs int4 weights on, reading the packed
+// weights (part at weight_beat) and fp16 group scales (part at scale_beat) from the weight
+// channels. It writes `logits`, which holds nothing until the classifier writes it; for any
+// other destination, or a bias, move_rows then copies the rows. The same bits as the
+// backend: rows are independent, and the bias is the same fp32 add after the same product.
+template <class CFG>
+void matmul_int4(const kernels::PackedWord* const port[], int weight_beat, int scale_beat, int group,
+                 const kernels::FloatWord* params, int bias_word, int rows, int cols, const kernels::i8* codes,
+                 float code_scale, int dest, float q[CFG::q_dim], float k[CFG::kv_dim], float v[CFG::kv_dim],
+                 float xb2[CFG::dim], float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim],
+                 float logits[CFG::vocab_size]) {
+  typedef typename CFG::matrix_vector MV;
+  static_assert(CFG::vocab_size >= MV::max_rows, "the logits array holds the rows of every matrix");
+  const StripedWeights<MV, kernels::u8> packed = {port, weight_beat, 0};
+  const StripedWeights<MV, std::uint16_t> scales = {port, scale_beat, 0};
+  const float x_scale[1] = {code_scale};
+  kernels::matmul_w4a8<typename CFG::matrix_unit>(packed, scales, group, codes, x_scale, logits, 1, rows, cols, rows);
+  if (dest != buf_logits || bias_word >= 0)
+    move_rows<CFG>(logits, params, bias_word, rows, dest, q, k, v, xb2, hb, hb2, logits);
+}
+
 // int8 codes of the array `in` names (xb, att, hb or x; static scale when `fixed`, else
 // dynamic per token); returns the scale. One max |x| loop and one codes loop serve every
 // source array (the element read is a choice among the four), so the top builds each once.

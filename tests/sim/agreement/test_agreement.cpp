@@ -30,9 +30,12 @@ namespace {
 
 struct Case {
   std::string preset, device;
+  std::string scheme = "";  // --scheme of plan ("": its default)
 };
 // gtest prints the parameter in the test's listing (ctest shows it): the names, not bytes.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.preset << " on " << c.device; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.preset << " on " << c.device << (c.scheme.empty() ? "" : " at " + c.scheme);
+}
 
 class SimAgreement : public ::testing::TestWithParam<Case> {};
 
@@ -41,10 +44,11 @@ TEST_P(SimAgreement, PlanAndSimulateAgreeWithinTenPercent) {
   const model::Config cfg = model::find_preset(c.preset).value();
   const int context = std::min(512, cfg.seq_len);
   const int prompt = std::min(128, cfg.seq_len);
-  const auto dir = testing_support::scratch_dir("agree-" + c.preset + "-" + c.device);
+  const auto dir = testing_support::scratch_dir("agree-" + c.preset + "-" + c.device + c.scheme);
   const auto plan = testing_support::run_fpgallm(
       "plan " + c.preset + " --device " + c.device + " --context " + std::to_string(context) + " --prompt " +
-      std::to_string(prompt) + " -o " + dir + "/design.json --json", 300);
+      std::to_string(prompt) + (c.scheme.empty() ? "" : " --scheme " + c.scheme) + " -o " + dir + "/design.json --json",
+      300);
   if (plan.status != 0) {
     ASSERT_NE(plan.err.find("fits no design"), std::string::npos) << plan.err;
     GTEST_SKIP() << "no design fits: " << plan.err;
@@ -122,11 +126,13 @@ std::vector<Case> cases() {
       for (const char* dev : {"u280", "u55c", "u50", "u200"}) v.push_back({p.config.name, dev});
   for (const char* qwen : {"qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-8b"})
     for (const char* dev : {"u280", "u55c"}) v.push_back({qwen, dev});
+  // int4 weights: decode on the tiled unit (the emitted top's overlay::matmul_int4).
+  for (const char* preset : {"stories15m", "llama2-7b", "qwen2.5-0.5b"}) v.push_back({preset, "u280", "w4a8"});
   return v;
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string s = info.param.preset + "_" + info.param.device;
+  std::string s = info.param.preset + "_" + info.param.device + (info.param.scheme.empty() ? "" : "_" + info.param.scheme);
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;
