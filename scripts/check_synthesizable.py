@@ -27,6 +27,58 @@ Rules (each finding names its rule, file and line):
                  several arrays chosen at run time, or a conditional expression whose
                  branches are different arrays
 
+The II rules: what a pipelined loop needs for the II that arch::unit_work charges (II=1, or
+the II its PIPELINE pragma states). They read every pipelined loop in context: from each
+top (or, without one, each function nothing calls) down the call graph, every argument
+bound to its parameter (lambdas and brace-initialized structs included), so an access in
+a callee is seen as the caller's array or port plus the caller's offsets. Inside the loop
+(its body and everything it calls, all of which Vitis inlines and unrolls) an expression
+is compile-time (literals, template parameters, constexpr names, CFG::x), unrolled (the
+variable of a loop inside the region: one copy per iteration), invariant (a name not
+assigned in the loop; an enclosing loop's variable that starts at 0 is a known multiple of
+its step), varying (a name assigned in the loop other than the loop variable v) or data (a
+value read or computed in the loop). An index is affine when it is c*v + invariant +
+unrolled + compile-time terms, c compile-time or invariant, with no division, modulo or
+shift of v, no product of v with v, and no ?: whose condition is not compile-time.
+  burst          an m_axi port (a parameter of the top named by an INTERFACE m_axi pragma)
+                 read or written inside a pipelined loop at an address that is not affine
+                 (varying, data-dependent, divided, chosen by ?:), or under a condition
+                 (if, ?:) that changes inside the loop; the `if (i >= n) break;` trip-count
+                 exit is not a condition. A stride c != 1 is accepted as affine.
+  partition      an on-chip array (a local or static array) accessed at more places per
+                 iteration than its banks have ports: places = distinct (index, read or
+                 write) per iteration, times the trip counts of the unrolled loops in the
+                 index; banks = the product of the ARRAY_PARTITION factors of the
+                 dimensions the accesses differ in (cyclic/block: factor; complete: registers,
+                 never a finding); 2 ports per bank. The finding states II >= places / ports.
+  accumulation   a floating-point (float/double) value updated as x += e, x -= e,
+                 x = x + e or x = e + x inside a pipelined loop and carried across its
+                 iterations: a scalar declared outside the loop, or an array element whose
+                 index does not hold v. Justified only by PIPELINE II >= the adder latency
+                 (FADD_LATENCY = 8 cycles, kernels::kAddSlots) or by a DEPENDENCE
+                 variable=x inter distance=D true with D >= that latency (the kAddSlots
+                 partial sums used in turn of kernels::lane_reduce).
+  runtime-index  an index into a cyclic/block partitioned dimension of an on-chip array
+                 inside a pipelined loop, on a dimension the iteration's accesses spread
+                 over (an unrolled variable in the index, or different indices), that is
+                 not c*v + unrolled + compile-time: a run-time offset (an invariant or
+                 varying name, unless multiplied by a multiple of the factor), a data index,
+                 or v with a run-time stride. Vitis cannot prove the lanes hit different
+                 banks. One run-time index shared by every access (a row picked per loop)
+                 is a multiplexer, not a conflict, and completely partitioned dimensions
+                 (registers) are exempt.
+What the II rules cannot see: types (every overload of a called name with enough
+parameters is followed, e.g. kv_write's int8 body in a design whose KV cache is fp16);
+pointer dereference by * and aliasing through pointers stored in arrays; accesses through
+hls::stream; function-level PIPELINE; loop-carried dependences other than fp accumulation
+(integer recurrences, running max/compare chains, RAW through arrays); how wide Vitis makes
+a port (max_widen_bitwidth) or whether a stride != 1 bursts; which m_axi bundles share a
+port; trip counts of unrolled loops it cannot evaluate (those accesses are not counted);
+partition factors it cannot evaluate (that array is not checked); and the latency of an
+adder at a given clock (FADD_LATENCY is fixed). Findings on the shipped kernels that are
+real but not fixed are listed in KNOWN_FINDINGS (rule, loop id, arrays, call-chain
+function, issue): they print as "known" and do not fail.
+
 Code under `#ifndef __SYNTHESIS__` (or the #else of `#ifdef __SYNTHESIS__`) is C simulation
 only and is not checked, as Vitis HLS does not synthesize it.
 
@@ -955,7 +1007,7 @@ class Scope:
 
 
 class Region:
-    def __init__(self, var, scope, loop_id, ii, pos, dep_pragmas, code):
+    def __init__(self, var, scope, loop_id, ii, pos, dep_pragmas):
         self.var, self.scope, self.loop_id, self.ii, self.pos = var, scope, loop_id, ii, pos
         self.dependences = dep_pragmas  # variable -> distance text
         self.accesses = []  # (ptr, idx Lins, is_write, conds, pos, chain, scope, stmt)
@@ -963,11 +1015,9 @@ class Region:
 
 
 class IIChecker:
-    def __init__(self, code, pragmas, defs, loops, values, constants, tops, budget_report):
+    def __init__(self, code, pragmas, defs, loops, values, constants):
         self.code, self.pragmas, self.defs, self.loops, self.values = code, pragmas, defs, loops, values
         self.constants = constants
-        self.tops = tops
-        self.report = budget_report
         self.by_name = {}
         for d in defs:
             self.by_name.setdefault(d[0], []).append(d)
@@ -1158,12 +1208,12 @@ class IIChecker:
             if lam is not None:
                 ret = re.fullmatch(r"\s*\{\s*return\s+([^;]+);\s*\}\s*", self.code[lam.body[0]:lam.body[1] + 1])
                 if ret:
-                    ls = self.lambda_scope(lam, [("expr", unparse_hint(a), scope) for a in args], scope.chain)
+                    ls = self.lambda_scope(lam, [("expr", unparse(a), scope) for a in args], scope.chain)
                     return self.classify_text(ret.group(1), ls, depth + 1)
             for d in self.callee_defs(fname, len(args)):
                 ret = re.fullmatch(r"\s*\{\s*return\s+([^;]+);\s*\}\s*", self.code[d[2]:d[3] + 1])
                 if ret:
-                    cs = self.make_scope(d, [("expr", unparse_hint(a), scope) for a in args], scope.chain)
+                    cs = self.make_scope(d, [("expr", unparse(a), scope) for a in args], scope.chain)
                     return self.classify_text(ret.group(1), cs, depth + 1)
         return lin_data(argl, f"{fname or 'call'}(...)")
 
@@ -1269,10 +1319,6 @@ class IIChecker:
         return None
 
 
-def unparse_hint(ast):
-    return unparse(ast)
-
-
 def unparse(e):
     k = e[0]
     if k in ("num", "name"):
@@ -1302,7 +1348,6 @@ class IIWalker(IIChecker):
     def __init__(self, *args, trip_id=None, **kw):
         super().__init__(*args, **kw)
         self.trip_id = trip_id
-        self.seen_regions = set()
 
     def pipelined_loops(self, b, e):
         """The outermost pipelined loops in code[b:e] (the PIPELINE pragma directly in them)."""
@@ -1414,9 +1459,6 @@ class IIWalker(IIChecker):
     # -- walking ----------------------------------------------------------------------
     def run(self, roots, maxi):
         for d in roots:
-            binds = []
-            for pname, _, _ in self.signature(d):
-                binds.append(("maxi",) if pname in maxi.get(d[0], ()) else ("root_marker",))
             scope = self.make_scope(d, [], ())
             for pname in list(scope.params):
                 if pname in maxi.get(d[0], ()):
@@ -1449,7 +1491,7 @@ class IIWalker(IIChecker):
                 if dm and dist and re.search(r"\binter\b", text) and re.search(r"\btrue\b", text):
                     deps[dm.group(1)] = evaluate(dist.group(1), self.values)
         loop_id = self.trip_id(lb, le) or f"{scope.fn}()"
-        region = Region(m.group(1), scope, loop_id, ii, start, deps, self.code)
+        region = Region(m.group(1), scope, loop_id, ii, start, deps)
         saved = (scope.region, scope.varying, scope.unrolled)
         scope.region = region
         scope.varying = self.varying_in(lb, le) - {m.group(1)}
@@ -1638,13 +1680,6 @@ class IIWalker(IIChecker):
         if key not in self.findings:
             self.findings[key] = (rule, pos, msg, loop_id, target, chain)
 
-    def partitions(self, decl):
-        """dim (1-based) -> ('complete', size) or (type, factor) for an on-chip array."""
-        dscope, typ, dims = decl
-        name = None
-        out = {}
-        return out
-
     def array_partitions(self, ptr):
         s, typ, dims = ptr[2]
         name = ptr[1]
@@ -1801,7 +1836,7 @@ def check_ii(code, pragmas, defs, loops, values, constants, top, report, trip_id
         fn = enclosing(defs, pos)
         if m and fn is not None and fn[0] in tops:
             maxi.setdefault(fn[0], set()).add(m.group(1))
-    w = IIWalker(code, pragmas, defs, loops, values, constants, tops, report, trip_id=trip_id)
+    w = IIWalker(code, pragmas, defs, loops, values, constants, trip_id=trip_id)
     w.run(roots, maxi)
     for rule, pos, msg, loop_id, target, chain in sorted(w.findings.values(), key=lambda f: (f[1], f[0], f[2])):
         known = [k for k in KNOWN_FINDINGS if k[0] == rule and k[1] == loop_id and target in k[2] and k[3] in chain]
