@@ -1190,7 +1190,7 @@ class IIChecker:
     def callee_defs(self, fname, nargs):
         out = []
         for d in self.by_name.get(fname.split("::")[-1], []):
-            params = [p for p in self.signature(d) if p[0] is not None]
+            params = [p for p in self.signature(d) if p[1].strip() not in ("", "void")]
             if len(params) >= nargs:
                 out.append(d)
         return out
@@ -1393,8 +1393,8 @@ class IIWalker(IIChecker):
             name = m.group(1)
             if any(s <= p <= t for s, t in skip) or name.split("::")[-1] in KEYWORDS | CAST_NAMES:
                 continue
-            if self.code[max(0, p - 1)] in ".>" and self.code[max(0, p - 2):p] in ("->",) or self.code[p - 1] == ".":
-                continue
+            if self.code[max(0, p - 2):p] == "->" or self.code[p - 1:p] == ".":
+                continue  # a member function (fifo.read())
             open_p = b + m.end() - 1
             close = matching(self.code, open_p)
             yield p, name, split_args(self.code[open_p + 1:close])
@@ -1596,9 +1596,11 @@ class IIWalker(IIChecker):
         for m in re.finditer(r"([A-Za-z_]\w*)\s*((?:\[[^\[\];]*(?:\[[^\[\];]*\][^\[\];]*)*\]\s*)*)(\+=|-=|=(?!=))([^;]*);",
                              code[b:e]):
             p = b + m.start()
-            if any(s <= p <= t for s, t in skip) or re.search(r"[\w.>]\s*$", code[max(0, p - 30):p].replace("return", "")):
-                if not re.search(r"[;{}]\s*$|\)\s*$|else\s*$", code[max(0, p - 30):p]):
-                    continue
+            if any(s <= p <= t for s, t in skip):
+                continue
+            prev = code[max(b, p - 30):p]
+            if re.search(r"[\w.>]\s*$", prev) and not re.search(r"\belse\s*$", prev):
+                continue  # a declaration (float s = ...) or a member (a.x += ...)
             lhs = (m.group(1) + m.group(2)).replace(" ", "")
             rhs = m.group(4)
             if m.group(3) == "=":
