@@ -17,6 +17,13 @@ void fpgallm_kernels_instantiate_all(float* x, const float* g, kernels::i8* q, c
 void fpgallm_kernels_instantiate_all(float* x, const float* g, kernels::i8* q, const kernels::i8* w, const float* ws,
                                      float* y, kernels::i32* acc, const kernels::u8* p, const std::uint16_t* s4,
                                      kernels::KvCache<8> c8, kernels::KvCache<16> c16, kernels::KvCache<32> c32) {
+  // The arguments that are off-chip memory in a design (the tiled matrix unit's weights and
+  // scales), declared as the emitted top declares its ports, so that the checker's burst
+  // rule (--top) follows them into the kernels; the other pointers stand for on-chip arrays.
+#pragma HLS INTERFACE m_axi port=w bundle=gmem_w
+#pragma HLS INTERFACE m_axi port=ws bundle=gmem_ws
+#pragma HLS INTERFACE m_axi port=p bundle=gmem_p
+#pragma HLS INTERFACE m_axi port=s4 bundle=gmem_s4
   kernels::rmsnorm<V>(x, x, g, 100, 1e-5f);
   kernels::layernorm<V>(x, x, g, g, 100, 1e-5f);
   kernels::head_rmsnorm<V, 8>(x, g, 4, 32, 1e-6f);
@@ -47,6 +54,7 @@ using MV = kernels::MatrixVectorConfig<32, 32, 16, 4096, 4096>;
 
 void fpgallm_kernels_instantiate_stream(const kernels::PackedWord* w0, const kernels::i8* x, int rows, int cols);
 void fpgallm_kernels_instantiate_stream(const kernels::PackedWord* w0, const kernels::i8* x, int rows, int cols) {
+#pragma HLS INTERFACE m_axi port=w0 bundle=gmem_w0
   const kernels::MatrixWords m = kernels::matrix_words<MV>(rows, cols);
   kernels::Fifo<kernels::PackedWord> channel[MV::channels];
   kernels::Fifo<kernels::WeightStep<MV::step_words>> steps;
