@@ -583,11 +583,6 @@ KNOWN_FINDINGS = (
      "issue 27 item 3: attention's KV loads, conditional and not affine in the loop variable"),
     ("runtime-index", "attention_load_kv", ("kblk", "vblk"), "attention",
      "issue 27 item 3: the KV block written at the run-time column col"),
-    # Attention's scores: dot() reads q at h * head_dim + i + lane from the top's q array,
-    # cyclically partitioned by CFG::partition: the lanes' banks rotate with h at run time.
-    # Expected II about LANES / 2 (the Vitis engineer of issue 27: about 16 on 32 banks).
-    ("runtime-index", "lane_reduce", ("q",), "attention",
-     "issue 27 item 3: q read at a run-time head offset from a partitioned array"),
     # The same head offset in the per-head vector operations on the top's q and k arrays:
     # Qwen3's head norms (sum of squares and scale), RoPE of every head, and the int8 KV
     # store's max |x| and codes (kv_write<int8>, only where the design's kv_bits is 8).
@@ -623,6 +618,14 @@ KNOWN_FINDINGS = (
     # the adder. Expected II about the fadd latency (4 to 8 cycles), not 1.
     ("accumulation", "compute_tile", ("sum",), "compute_tile_i4",
      "issue 27 item 4: tiled int4 group sums, one running fp32 sum per row"),
+    # The emitted top's int4 matmul (overlay::matmul_int4) runs the tiled unit at one token:
+    # its activation tile reads the top's codes array at the tile's run-time column offset,
+    # and move_rows reads a row's bias word at r / PE under `bias_word >= 0`. Expected:
+    # about SIMD / 2 cycles per activation word, one request per bias word.
+    ("runtime-index", "load_activation_tile", ("codes",), "matmul_w4a8",
+     "issue 27 item 4: int4 decode reads the codes at a run-time tile offset"),
+    ("burst", "move_rows", ("params",), "move_rows",
+     "issue 27 item 4: int4 decode reads each row's bias word, conditional"),
 )
 
 
@@ -1659,6 +1662,9 @@ class IIWalker(IIChecker):
             if any(x.v or x.bad for x in idx):
                 return  # a different element each iteration
             decl_scope = ptr[2][0]
+            decl = decl_scope.decls.get(ptr[1]) if isinstance(decl_scope, Scope) else None
+            if decl_scope is region.scope and decl is not None and region.pos < decl[3]:
+                return  # an array declared inside the loop body: new elements each iteration
             if decl_scope is not region.scope and not any(decl_scope is ss for ss in self.scopes_up(region.scope)):
                 if isinstance(decl_scope, Scope) and decl_scope.chain[:len(region.scope.chain)] == region.scope.chain \
                         and len(decl_scope.chain) > len(region.scope.chain):

@@ -198,6 +198,19 @@ Ops max_abs_ops() {
   return o;
 }
 
+// kernels::exp_rom (numerics.hpp): x log2e 2^B, the rounding (+ magic, - magic), to int,
+// n and i to float, r by 4 products and 4 sums and differences, the cubic (3 products, 3
+// sums), x T[i], x 2^n, and 3 compares (NaN, the two clamps).
+Ops exp_rom_ops() {
+  Ops o;
+  o.fmul = 10;
+  o.fadd = 9;
+  o.fcmp = 3;
+  o.fptosi = 1;
+  o.sitofp = 2;
+  return o;
+}
+
 // One loop (or sequential region) of the vector unit, attention or the KV store in the
 // emitted top: `sites` call sites whose body takes `ops` per lane (per_lane) or once.
 struct LaneLoop {
@@ -240,16 +253,12 @@ std::vector<LaneLoop> shared_lane_loops(const arch::Design& d, int lanes) {
   Ops sum;
   sum.fadd = 1;
   add("residual add", 1, sum, true, "kernels::residual_add (trip residual_add)");
-  // swiglu: per lane exp_rom (x log2e 2^B, round (+/- magic), to int, n and i to float, r by
-  // 4 products and 4 sums, the cubic (3 products, 3 sums), x T[i], x 2^n; 3 compares) then
-  // 1 + e, 1 / (...), v x (...), x up: kernels::kLaneFmul products, kLaneFadd + kLaneFsub sums.
-  Ops swiglu;
-  swiglu.fmul = kernels::kLaneFmul;
-  swiglu.fadd = kernels::kLaneFadd + kernels::kLaneFsub;
+  // swiglu: per lane exp_rom, then 1 + e, 1 / (...), v x (...), x up: 12 products (kLaneFmul)
+  // and 10 sums and differences.
+  Ops swiglu = exp_rom_ops();
+  swiglu.fmul += 2;
+  swiglu.fadd += 1;
   swiglu.fdiv = 1;
-  swiglu.fcmp = 3;
-  swiglu.fptosi = 1;
-  swiglu.sitofp = 2;
   add("swiglu", 1, swiglu, true, "kernels::swiglu (trip swiglu), exp_rom");
   // RoPE: lanes elements (lanes / 2 pairs) per cycle, each pair 4 products and 2 sums.
   Ops rope;
@@ -275,15 +284,11 @@ std::vector<LaneLoop> shared_lane_loops(const arch::Design& d, int lanes) {
   score_tail.fdiv = 1;
   score_tail.fcmp = 1;
   add("attention: scores, per position", 1, score_tail, false, "kernels::attention (trip attention_scores)");
-  // values: per lane p x v and the slot's sum; once per position exp(s - m_new) (exp_rom:
-  // 10 products, 9 sums, 3 compares, 1 to-int, 2 to-float) and the denominator's slot.
+  // values: per lane p x v and the slot's sum; once per position exp(s - m_new) and the
+  // denominator's slot.
   add("attention: values (p v)", 1, lane_mac, true, "kernels::attention (trip attention_values)");
-  Ops exp_tail;
-  exp_tail.fmul = 10;
-  exp_tail.fadd = 9 + 1 + 1;
-  exp_tail.fcmp = 3;
-  exp_tail.fptosi = 1;
-  exp_tail.sitofp = 2;
+  Ops exp_tail = exp_rom_ops();
+  exp_tail.fadd += 2;  // s - m_new, and the denominator's slot
   add("attention: values, per position (exp)", 1, exp_tail, false, "kernels::attention (trip attention_values), exp_table");
   // combine: per lane acc x corr and the tree over kAddSlots slots (kAddSlots - 1 sums) plus
   // the sum into acc.

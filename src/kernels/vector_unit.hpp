@@ -24,8 +24,8 @@ constexpr int kAddSlots = 8;
 
 // The binary32 cores one lane needs at once: the most that any one pipelined loop body of
 // the vector unit, attention or the KV store takes per element. Multipliers and
-// differences: swiglu's (exp_rom, numerics.hpp, has 10 products, 4 sums (round_half_even's
-// + magic, nf*ln2_lo + i*step_lo, the two Horner sums) and 4 differences, then 1 + e,
+// differences: swiglu's (exp_rom, numerics.hpp, has 10 products, 5 sums (round_half_even's
+// + magic, nf*ln2_lo + i*step_lo, the three Horner sums) and 4 differences, then 1 + e,
 // v x (...), x up). Sums: attention's combine (the tree over kAddSlots partial sums and
 // the sum into acc: kAddSlots), more than swiglu's 6. The emitted top
 // limits its fmul, fadd and fsub cores to lanes x these (ALLOCATION over the inlined

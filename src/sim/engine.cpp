@@ -283,9 +283,13 @@ Result Engine::run() const {
       const std::int64_t bursts = full + (rest > 0);
       Cycles first = INFINITY, last = now;
       const Cycles arrive = now + p.latency;
-      for (std::int64_t j = 0; j < std::min<std::int64_t>(n, bursts); ++j) {
-        std::int64_t bytes = (full / n + (j < full % n ? 1 : 0)) * burst;
-        if (rest > 0 && j == full % n) bytes += rest;
+      // The channels the bursts reach share the transfer evenly, in whole beats (the extra
+      // beats on the channels after the last one that took extra): the data is striped word
+      // by word over the bundles, so no channel carries a whole extra burst per transfer.
+      const std::int64_t used = std::min<std::int64_t>(n, bursts), beats = (k.bytes + 63) / 64;
+      for (std::int64_t j = 0; j < used; ++j) {
+        const std::int64_t share = beats / used + (j < beats % used ? 1 : 0);
+        const std::int64_t bytes = j == used - 1 ? k.bytes - 64 * (beats - share) : 64 * share;
         const auto c = static_cast<std::size_t>((ur.next_channel + j) % n);
         const Cycles start = std::max(arrive, ur.channel_free[c]);
         const Cycles busy = static_cast<double>(bytes) / rate;
@@ -295,7 +299,7 @@ Result Engine::run() const {
         first = std::min(first, start);
         last = std::max(last, start + busy);
       }
-      ur.next_channel = (ur.next_channel + bursts) % n;
+      if (used > 0) ur.next_channel = (ur.next_channel + beats % used) % n;
       if (bursts == 0) first = last = arrive;
       r.units[u].bytes += k.bytes;
       account_start(h, now, first, last, static_cast<double>(k.bytes) / (rate * n));

@@ -157,7 +157,8 @@ TEST(UnitResources, ConfigurationAByHand) {
   // scores, values and combine, the 2 KV codes loops, the 2 rmsnorm scalar parts and
   // attention's per-position sum, exp and scalar part: 16 extra; the second by quantize
   // codes, swiglu, the combine and the 2 KV codes loops: 4 extra; the third to eighth by
-  // swiglu and the combine: 1 extra each; the last 4 by swiglu alone. 46 inputs x 64
+  // swiglu and the combine: 1 extra each; the ninth and tenth by swiglu alone (its 10 sums and
+  // differences), the last two by none. 46 inputs x 64
   // operand bits / 3 LUT, x 8 lanes.
   EXPECT_NEAR(term(vu, "operand multiplexers of the shared cores").total().lut, 8 * 46 * 64 / 3.0, 1e-6);
   // The exp ROMs (kernels::swiglu): 8 lanes x 64 x 32 bits, LUTRAM (RAM64M8: 8 LUTs
