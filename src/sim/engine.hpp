@@ -12,11 +12,11 @@
 //
 // Time is in cycles of the design clock (double, so that fractional bytes per cycle of a
 // memory channel add up exactly). A transfer port issues its tasks in order without
-// waiting for the previous one to finish (AXI allows outstanding requests); each burst
-// occupies one channel of the group for burst_bytes / (bytes_per_cycle * efficiency)
-// cycles, bursts are striped round-robin over the channels (a transfer smaller than one
-// burst per channel is cut into shorter bursts so every channel carries a share: the
-// layout of a design with one port per channel), and the data of a request
+// waiting for the previous one to finish (AXI allows outstanding requests); a transfer
+// occupies the channels its bursts reach (all of the group once it holds a burst per
+// channel; a smaller one is cut into shorter bursts so every channel carries a share),
+// each for its even share of the bytes in whole beats / (bytes_per_cycle * efficiency)
+// cycles, as data striped word by word over one port per channel lies; and the data of a request
 // starts arriving `latency` cycles after issue, so latency is hidden while a stream
 // keeps the channels busy and exposed after every stall.
 #include <cstdint>
