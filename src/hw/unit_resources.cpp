@@ -183,14 +183,7 @@ class Unit {
 
 // quantize_static's lane (vector_unit.hpp:173): x * inv, then saturate_round_i8
 // (numerics.hpp:39-44): 3 compares, + magic, - magic, to int.
-Ops quantize_codes_ops() {
-  Ops o;
-  o.fmul = 1;
-  o.fadd = 2;
-  o.fcmp = 3;
-  o.fptosi = 1;
-  return o;
-}
+Ops quantize_codes_ops() { return Ops{.fadd = 2, .fmul = 1, .fcmp = 3, .fptosi = 1}; }
 // max_abs's lane (vector_unit.hpp:116-117): |x| (a sign bit) and one compare.
 Ops max_abs_ops() {
   Ops o;
@@ -201,15 +194,7 @@ Ops max_abs_ops() {
 // kernels::exp_rom (numerics.hpp): x log2e 2^B, the rounding (+ magic, - magic), to int,
 // n and i to float, r by 4 products and 4 sums and differences, the cubic (3 products, 3
 // sums), x T[i], x 2^n, and 3 compares (NaN, the two clamps).
-Ops exp_rom_ops() {
-  Ops o;
-  o.fmul = 10;
-  o.fadd = 9;
-  o.fcmp = 3;
-  o.fptosi = 1;
-  o.sitofp = 2;
-  return o;
-}
+Ops exp_rom_ops() { return Ops{.fadd = 9, .fmul = 10, .fcmp = 3, .sitofp = 2, .fptosi = 1}; }
 
 // One loop (or sequential region) of the vector unit, attention or the KV store in the
 // emitted top: `sites` call sites whose body takes `ops` per lane (per_lane) or once.
