@@ -34,6 +34,22 @@ void load_floats(const kernels::FloatWord* params, int word, int n, float dst[CF
   }
 }
 
+// Row r of a matmul's result into the on-chip array `dest` names (one write enable per
+// array: no array chosen by a run-time pointer).
+template <class CFG>
+inline void write_row(int dest, int r, float y, float q[CFG::q_dim], float k[CFG::kv_dim], float v[CFG::kv_dim],
+                      float xb2[CFG::dim], float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim],
+                      float logits[CFG::vocab_size]) {
+#pragma HLS INLINE
+  if (dest == buf_q) q[r] = y;
+  if (dest == buf_k) k[r] = y;
+  if (dest == buf_v) v[r] = y;
+  if (dest == buf_xb2) xb2[r] = y;
+  if (dest == buf_hb) hb[r] = y;
+  if (dest == buf_hb2) hb2[r] = y;
+  if (dest == buf_logits) logits[r] = y;
+}
+
 // The store stage of the matrix unit: per row fold, the PE accumulators requantized with
 // their row scales (one FloatWord read per 16 rows), plus the bias when bias_word >= 0
 // (read from `params` in the same iteration, laid out as the scales), and written to the
@@ -61,13 +77,7 @@ void store_rows(AccIn& acc, const kernels::FloatWord* row_scales, int scale_word
         const int word = pe / kernels::kFloatsPerWord, lane = pe % kernels::kFloatsPerWord;
         const float requantized = kernels::requantize_w8a8(a.acc[pe], sw[word].value[lane], x_scale);
         const float y = bias_word >= 0 ? kernels::add_bias(requantized, bw[word].value[lane]) : requantized;
-        if (dest == buf_q) q[r] = y;
-        if (dest == buf_k) k[r] = y;
-        if (dest == buf_v) v[r] = y;
-        if (dest == buf_xb2) xb2[r] = y;
-        if (dest == buf_hb) hb[r] = y;
-        if (dest == buf_hb2) hb2[r] = y;
-        if (dest == buf_logits) logits[r] = y;
+        write_row<CFG>(dest, r, y, q, k, v, xb2, hb, hb2, logits);
       }
     }
   }
@@ -129,13 +139,7 @@ void move_rows(const float y[CFG::vocab_size], const kernels::FloatWord* params,
       const kernels::FloatWord bw = params[bias_word + (r / MV::pe) * MV::scale_words + in_fold / kernels::kFloatsPerWord];
       out = kernels::add_bias(out, bw.value[in_fold % kernels::kFloatsPerWord]);
     }
-    if (dest == buf_q) q[r] = out;
-    if (dest == buf_k) k[r] = out;
-    if (dest == buf_v) v[r] = out;
-    if (dest == buf_xb2) xb2[r] = out;
-    if (dest == buf_hb) hb[r] = out;
-    if (dest == buf_hb2) hb2[r] = out;
-    if (dest == buf_logits) logits[r] = out;
+    write_row<CFG>(dest, r, out, q, k, v, xb2, hb, hb2, logits);
   }
 }
 
