@@ -415,10 +415,32 @@ def config_values(code):
                 if v is not None:
                     env[member] = v
                     put(member, v)
+    # int parameters of function templates from their explicit instantiations with literal
+    # arguments (attention<A, 8>(...) gives KV_BITS 8; the largest wins, as above).
+    function_params = {}
+    for m in re.finditer(r"template\s*<([^<>]*)>\s*(?:inline\s+)?[\w:<>,\s*&]*?\b([A-Za-z_]\w*)\s*\(", code):
+        function_params.setdefault(m.group(2), [re.findall(r"[A-Za-z_]\w*", p.split("=")[0])[-1]
+                                                for p in m.group(1).split(",") if p.strip()])
+    for m in re.finditer(r"\b([A-Za-z_]\w*)\s*<([^<>;{}()]*)>\s*\(", code):
+        params = function_params.get(m.group(1))
+        args = [a.strip() for a in m.group(2).split(",")]
+        if params and len(params) == len(args):
+            for param, arg in zip(params, args):
+                if re.fullmatch(r"\d+", arg):
+                    put(param, int(arg))
     # Template parameters of function templates named after a config member (LANES for
     # lanes), and local constants defined from known values (constexpr int D = CFG::x;).
     for name, v in list(values.items()):
         values.setdefault(name.upper(), v)
+    # constexpr int functions whose body is one return statement (attention_lanes), evaluated
+    # with their arguments and the constants above.
+    for m in re.finditer(r"\bconstexpr\s+int\s+([A-Za-z_]\w*)\s*\(([^)]*)\)\s*\{\s*return\s+([^;]+);\s*\}", code):
+        params = [re.findall(r"[A-Za-z_]\w*", p)[-1] for p in m.group(2).split(",") if p.strip()]
+
+        def function(*args, params=params, expr=m.group(3)):
+            return evaluate(expr, {**values, **dict(zip(params, args))})
+
+        CONSTEXPR_FUNCTIONS.setdefault(m.group(1), function)
     for _ in range(2):
         for m in re.finditer(r"\bconstexpr\s+int\s+([A-Za-z_]\w*)\s*=\s*([^;]+);", code):
             v = evaluate(m.group(2), values)
@@ -1696,7 +1718,8 @@ class IIWalker(IIChecker):
         for pos, text in self.pragmas:
             if not (b <= pos <= e) and not (s.parent is None and b <= pos <= e):
                 continue
-            m = re.match(r"ARRAY_PARTITION\b(.*)", text, re.IGNORECASE)
+            # A cyclic ARRAY_RESHAPE by f packs f elements in one word: f per access, as f banks.
+            m = re.match(r"ARRAY_(?:PARTITION|RESHAPE)\b(.*)", text, re.IGNORECASE)
             if not m or not re.search(r"\bvariable\s*=\s*" + re.escape(name) + r"\b(?![.\w])", m.group(1)):
                 continue
             rest = m.group(1)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/attention.hpp"
 #include "kernels/matrix_unit.hpp"
 #include "kernels/vector_unit.hpp"
 
@@ -224,15 +225,32 @@ int log2_ceil(int n) {
 }
 
 void attention(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
-  const int lanes = d.vector_unit.lanes, hd = in.head_dim;
-  const std::int64_t beat = ceil_div(hd, lanes);  // one lane-wide step over a head vector
+  const int lanes = kernels::attention_lanes(d.vector_unit.lanes, d.kv_bits), hd = in.head_dim;
+  const std::int64_t beat = ceil_div(hd, lanes);  // one attention-wide step over a head vector
+  const std::int64_t vector_beat = ceil_div(hd, d.vector_unit.lanes);  // clear and combine: vector lanes
   const int kv_elem = d.kv_bits / 8;
   // Keys read per head (once per block for all queries of the step), keys each query sees.
   const std::int64_t keys = in.context;
   std::int64_t pairs = 0;
   for (int t = 0; t < in.tokens; ++t) pairs += in.pos + t + 1;
-  std::int64_t blocks_seen = 0;  // (query, block) pairs: one pass of the compute loops each
-  for (int t = 0; t < in.tokens; ++t) blocks_seen += ceil_div(in.pos + t + 1, kKvBlock);
+  // (query, block) pairs, one pass of the compute loops each, by the positions the pass
+  // sweeps: the keys of the block the query sees, at least kernels::kAddSlots. Full blocks
+  // first, then each query's last block (a run of equal sweeps is one entry).
+  std::int64_t blocks_seen = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> sweeps_of;  // (positions swept, passes per head)
+  auto add_passes = [&](std::int64_t positions, std::int64_t n) {
+    if (n <= 0) return;
+    positions = std::max<std::int64_t>(positions, kernels::kAddSlots);
+    if (!sweeps_of.empty() && sweeps_of.back().first == positions)
+      sweeps_of.back().second += n;
+    else
+      sweeps_of.emplace_back(positions, n);
+  };
+  std::int64_t full_passes = 0;
+  for (int t = 0; t < in.tokens; ++t) full_passes += (in.pos + t + 1) / kKvBlock;
+  add_passes(kKvBlock, full_passes);
+  for (int t = 0; t < in.tokens; ++t) add_passes((in.pos + t + 1) % kKvBlock, (in.pos + t + 1) % kKvBlock > 0);
+  for (const auto& [positions, n] : sweeps_of) blocks_seen += n;
   const double key_bytes = double(hd) * kv_elem;
   // Per head, per block of kKvBlock keys: the int8 scales of its keys (one per cycle on
   // the scale bundles), then its K and V rows as one flattened pipelined loop of
@@ -254,31 +272,37 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
     loads += b.loop([&] { return fmt::format("attention: load K, V of {}", which); }, "attention_load_kv", n_keys * beat,
                     1, 0, calls,
                     double(calls) * block_load(n_keys),
-                    "one request per block on each KV bundle, keys x beats flattened, lanes elements per beat");
+                    "one request per block on each KV bundle, keys x beats flattened, attention_lanes elements per beat");
   };
   blocks_of("a full block", blocks - 1, kKvBlock);
   blocks_of("the last block", blocks > 0 ? 1 : 0, last_keys);
   const std::int64_t head_queries = std::int64_t(in.tokens) * in.heads, passes = blocks_seen * in.heads;
-  double c = b.simple("attention: clear acc", "attention_clear", beat, head_queries);
+  double c = b.simple("attention: clear acc", "attention_clear", vector_beat, head_queries);
   c += b.simple("attention: load the query head", "attention_load_q", hd, head_queries,
                 "one element per cycle (a run-time offset into q)");
-  // Per (query, block): the three compute loops over the block's kKvBlock positions, each
+  // Per (query, block): the three compute loops over the keys the query sees, each
   // pipelined at II=1 and charged its depth once per call (their chains of cores above).
   const int scores_depth = 2 + kFmul + log2_ceil(lanes) * kFadd + kFadd + kFdiv;
   const int values_depth = 2 + kFadd + kExpDepth + kFmul + kFadd;
   const int combine_depth = 2 + log2_ceil(kernels::kAddSlots) * kFadd + kFmul + kFadd;
   const int correction = (kernels::kAddSlots - 1) * kFcmp + kFadd + kExpDepth;
-  const std::int64_t sweep = beat * kKvBlock;
-  c += b.loop("attention: scores (q . k, max)", "attention_scores", sweep, 1, scores_depth, passes,
-              double(passes) * double(sweep + scores_depth),
-              "beats x block positions; the lane tree of products, the sum over beats, / sqrt(d), running maxima");
+  for (const auto& [positions, n] : sweeps_of) {
+    const std::int64_t trip = beat * positions, calls = n * in.heads;
+    c += b.loop("attention: scores (q . k, max)", "attention_scores", trip, 1, scores_depth, calls,
+                double(calls) * double(trip + scores_depth),
+                "beats x the block's keys the query sees (at least kAddSlots); the lane tree of products, the sum "
+                "over beats, / sqrt(d), running maxima");
+  }
   c += b.loop("attention: correction exp(m - m_new)", "attention_correction", 1, 1, 0, passes, double(passes) * correction,
               "the block's maximum from the running maxima, then one exp (sequential)");
-  c += b.loop("attention: values (p = exp(s - m), p v)", "attention_values", sweep, 1, values_depth, passes,
-              double(passes) * double(sweep + values_depth),
-              "beats x block positions; kAddSlots partial sums of p v and of p");
-  c += b.loop("attention: combine (acc x corr + slots)", "attention_combine", beat, 1, combine_depth, passes,
-              double(passes) * double(beat + combine_depth));
+  for (const auto& [positions, n] : sweeps_of) {
+    const std::int64_t trip = beat * positions, calls = n * in.heads;
+    c += b.loop("attention: values (p = exp(s - m), p v)", "attention_values", trip, 1, values_depth, calls,
+                double(calls) * double(trip + values_depth),
+                "beats x the block's keys the query sees (at least kAddSlots); kAddSlots partial sums of p v and of p");
+  }
+  c += b.loop("attention: combine (acc x corr + slots)", "attention_combine", vector_beat, 1, combine_depth, passes,
+              double(passes) * double(vector_beat + combine_depth));
   c += b.simple("attention: store", "attention_store", hd, head_queries);
   w.body_cycles = scales + loads + c;
   w.kv_read_bytes = 2 * std::int64_t(key_bytes) * keys * in.heads;

@@ -70,7 +70,7 @@ namespace arch {
 
 // Positions of one attention block (kernels::AttentionConfig KV_BLOCK): the accelerator
 // backend's and the emitted kernel's attention unit.
-inline constexpr int kKvBlock = 64;
+inline constexpr int kKvBlock = 256;
 // int32 words of one encoded instruction (src/arch/isa.hpp).
 inline constexpr int kInstructionWords = fpgallm_isa::kWords;
 // The emitted m_axi bundles of the weights and the parameters: bursts of burst_bytes in

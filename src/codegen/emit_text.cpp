@@ -269,6 +269,7 @@ typedef FpgallmConfig CFG;
 typedef CFG::matrix_vector MV;
 typedef CFG::vector_unit V;
 typedef CFG::attention_unit A;
+typedef kernels::SharedCores<V, CFG::kv_bits> CORES;
 
 // One matmul instruction: the weights of the matrix stream from the @CHANNELS@ channels
 // (words [beat, beat + beats) of each), are gathered into PE x SIMD steps, multiplied with
@@ -305,13 +306,13 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
 #pragma HLS INTERFACE m_axi port=kv_k_scale offset=slave bundle=gmem_kv_k_scale depth=@KVSCALES@
 #pragma HLS INTERFACE m_axi port=kv_v_scale offset=slave bundle=gmem_kv_v_scale depth=@KVSCALES@
 #pragma HLS INTERFACE s_axilite port=return
-  // One set of binary32 cores per lane for every vector operation, attention's lane work and
-  // the KV store (their functions are inlined here): lanes x kernels::kLaneFmul, kLaneFadd,
-  // kLaneFsub, the most any one of their pipelined loops takes per element. The matmul
-  // region is a function of its own (DATAFLOW): these limits do not reach it (UG1399).
-#pragma HLS ALLOCATION operation instances=fmul limit=V::fmul_cores
-#pragma HLS ALLOCATION operation instances=fadd limit=V::fadd_cores
-#pragma HLS ALLOCATION operation instances=fsub limit=V::fsub_cores
+  // One set of binary32 cores for every vector operation, attention's lane work and the KV
+  // store (their functions are inlined here): the most any one of their pipelined loops
+  // takes (kernels::SharedCores). The matmul region is a function of its own (DATAFLOW):
+  // these limits do not reach it (UG1399).
+#pragma HLS ALLOCATION operation instances=fmul limit=CORES::fmul
+#pragma HLS ALLOCATION operation instances=fadd limit=CORES::fadd
+#pragma HLS ALLOCATION operation instances=fsub limit=CORES::fsub
   // The activations of the step, on chip, partitioned for PE-wide stores and lane-wide reads.
   static float x[CFG::dim], xb[CFG::dim], xb2[CFG::dim], q[CFG::q_dim], k[CFG::kv_dim], v[CFG::kv_dim];
   static float att[CFG::q_dim], hb[CFG::hidden_dim], hb2[CFG::hidden_dim], logits[CFG::vocab_size];

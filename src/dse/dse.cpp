@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <cmath>
 #include <limits>
@@ -223,76 +224,97 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
                                                         : std::string()));
   std::vector<Candidate> all;
   std::unordered_map<arch::Design, hw::Utilization, ViewHash> resources;
+  bool unusable = false;  // the device's data cannot size a design: r.why_not says why
+  // One design of the space: kept in `all` when it is valid, fits the memory and the fabric.
+  auto evaluate = [&](int rows, int cols, const std::array<int, 2>& tile, int kv_channels, int lanes, int cards) {
+    if (!arch::tile_fits_unit(tile[0], tile[1], rows, cols)) return;
+    arch::Design d;
+    d.name = fmt::format("{}-{}x{}", dev.id, rows, cols);
+    d.device = dev.id;
+    d.style = arch::Style::overlay;
+    d.clock_mhz = clock_mhz;
+    d.matrix_unit.rows = rows;
+    d.matrix_unit.cols = cols;
+    d.matrix_unit.weight_bits = weight_bits;
+    d.matrix_unit.pipeline_depth = arch::hls_matrix_unit_depth(cols);
+    d.vector_unit.lanes = lanes;
+    d.tiling.tile_rows = tile[0];
+    d.tiling.tile_cols = tile[1];
+    d.tiling.prefill_block = 64;
+    const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * weight_bits / 8;
+    d.buffers.weight_bytes = 2 * tile_bytes;
+    d.buffers.activation_bytes = pow2_ceil(act_need);
+    d.buffers.kv_bytes = 0;
+    d.memory.kv_channels = kv_channels;
+    d.memory.weight_channels = std::max(1, channels - d.memory.kv_channels);
+    d.memory.activation_channels = 0;
+    d.parallel.cards = cards;
+    d.parallel.split = cards > 1 ? arch::Split::tensor : arch::Split::none;
+    d.batch = req.scenario.batch;
+    d.context = req.scenario.context;
+    d.kv_bits = kv_bits;
+    if (!d.problems().empty() || !arch::instance_problems(d).empty()) return;
+    ++r.evaluated;
+    arch::Design view = hw::resource_view(d);
+    auto found = resources.find(view);
+    if (found == resources.end()) {
+      try {
+        found = resources.emplace(std::move(view), hw::estimate_resources(d, dev, {&req.config, false})).first;
+      } catch (const fpgallm::InputError& e) {
+        r.why_not.push_back(e.what());
+        unusable = true;
+        return;
+      }
+    }
+    const hw::Utilization& use = found->second;
+    if (!use.fits) {
+      ++r.rejected_resources;
+      if (r.rejected_resources == 1)
+        for (const auto& o : use.overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
+      return;
+    }
+    if (const perf::MemoryFit m = perf::memory_fit(d, dev, w); !m.fits) {
+      ++r.rejected_memory;
+      if (r.rejected_memory == 1) r.why_not.push_back(m.placement);
+      return;
+    }
+    Candidate c;
+    c.design = d;
+    c.prediction = perf::predict(d, dev, w, use, perf::Detail::totals);
+    c.price_usd = design_price_usd(dev, cards);
+    const hw::Resource b = use.binding();
+    const auto& bl = use.line(b);
+    c.binding_fraction = bl.ceiling > 0 ? bl.used / bl.ceiling : 0;
+    c.binding = fmt::format("{} {:.0f}% of ceiling", hw::to_string(b), 100 * c.binding_fraction);
+    all.push_back(std::move(c));
+  };
+  // The vector unit's lanes are a choice of their own: every shape with the fewest lanes,
+  // then each other lane count for the kKept best (vector work grows with the model's width
+  // per token, so the lanes move a design's rank less than its matrix unit and KV channels).
+  constexpr std::size_t kKept = 24;
   for (int cards = 1; cards <= req.max_cards; cards *= 2) {
     if (cards > 1 && !all.empty()) break;  // more cards only when one does not fit
     for (auto [rows, cols] : shapes)
       for (const auto& tile : arch::kTileShapes)
         for (int kv_share : {0, 4, 8}) {  // KV channels: none (shared), a quarter, an eighth
-          if (!arch::tile_fits_unit(tile[0], tile[1], rows, cols)) continue;
-          arch::Design d;
-          d.name = fmt::format("{}-{}x{}", dev.id, rows, cols);
-          d.device = dev.id;
-          d.style = arch::Style::overlay;
-          d.clock_mhz = clock_mhz;
-          d.matrix_unit.rows = rows;
-          d.matrix_unit.cols = cols;
-          d.matrix_unit.weight_bits = weight_bits;
-          d.matrix_unit.pipeline_depth = arch::hls_matrix_unit_depth(cols);
-          d.vector_unit.lanes = std::clamp(cols / 2, arch::kVectorLanes.front(), arch::kVectorLanes.back());
-          d.tiling.tile_rows = tile[0];
-          d.tiling.tile_cols = tile[1];
-          d.tiling.prefill_block = 64;
-          const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * weight_bits / 8;
-          d.buffers.weight_bytes = 2 * tile_bytes;
-          d.buffers.activation_bytes = pow2_ceil(act_need);
-          d.buffers.kv_bytes = 0;
-          d.memory.kv_channels = kv_share ? std::max(1, channels / kv_share) : 0;
           if (kv_share && channels < 2) continue;
-          d.memory.weight_channels = std::max(1, channels - d.memory.kv_channels);
-          d.memory.activation_channels = 0;
-          d.parallel.cards = cards;
-          d.parallel.split = cards > 1 ? arch::Split::tensor : arch::Split::none;
-          d.batch = req.scenario.batch;
-          d.context = req.scenario.context;
-          d.kv_bits = kv_bits;
-          if (!d.problems().empty() || !arch::instance_problems(d).empty()) continue;
-          ++r.evaluated;
-          arch::Design view = hw::resource_view(d);
-          auto found = resources.find(view);
-          if (found == resources.end()) {
-            try {
-              found = resources.emplace(std::move(view), hw::estimate_resources(d, dev, {&req.config, false})).first;
-            } catch (const fpgallm::InputError& e) {
-              r.why_not.push_back(e.what());
-              return r;
-            }
-          }
-          const hw::Utilization& use = found->second;
-          if (!use.fits) {
-            ++r.rejected_resources;
-            if (r.rejected_resources == 1)
-              for (const auto& o : use.overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
-            continue;
-          }
-          if (const perf::MemoryFit m = perf::memory_fit(d, dev, w); !m.fits) {
-            ++r.rejected_memory;
-            if (r.rejected_memory == 1) r.why_not.push_back(m.placement);
-            continue;
-          }
-          Candidate c;
-          c.design = d;
-          c.prediction = perf::predict(d, dev, w, use, perf::Detail::totals);
-          c.price_usd = design_price_usd(dev, cards);
-          const hw::Resource b = use.binding();
-          const auto& bl = use.line(b);
-          c.binding_fraction = bl.ceiling > 0 ? bl.used / bl.ceiling : 0;
-          c.binding = fmt::format("{} {:.0f}% of ceiling", hw::to_string(b), 100 * c.binding_fraction);
-          all.push_back(std::move(c));
+          evaluate(rows, cols, tile, kv_share ? std::max(1, channels / kv_share) : 0, arch::kVectorLanes.front(), cards);
+          if (unusable) return r;
         }
   }
   std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
+  std::vector<arch::Design> best;
+  for (std::size_t i = 0; i < std::min(all.size(), kKept); ++i) best.push_back(all[i].design);
+  for (const arch::Design& b : best)
+    for (std::size_t l = 1; l < arch::kVectorLanes.size(); ++l)
+      evaluate(b.matrix_unit.rows, b.matrix_unit.cols, {b.tiling.tile_rows, b.tiling.tile_cols}, b.memory.kv_channels,
+               arch::kVectorLanes[l], b.parallel.cards);
+  r.method.push_back(fmt::format("5. vector lanes: {} for every design above, then {} to {} for the {} best (the lanes "
+                                 "are a choice of their own; attention takes one KV beat per cycle whatever they are)",
+                                 arch::kVectorLanes.front(), arch::kVectorLanes[1], arch::kVectorLanes.back(), kKept));
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
   r.pareto = pareto_front(all);
-  if (all.size() > 24) all.resize(24);
+  if (all.size() > kKept) all.resize(kKept);
   r.ranked = std::move(all);
   // The designs kept get their operation lists.
   if (req.operation_lists) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "arch/units.hpp"
+#include "kernels/attention.hpp"
 #include "kernels/matrix_unit.hpp"
 #include "kernels/vector_unit.hpp"
 
@@ -197,21 +198,27 @@ Ops max_abs_ops() {
 Ops exp_rom_ops() { return Ops{.fadd = 9, .fmul = 10, .fcmp = 3, .sitofp = 2, .fptosi = 1}; }
 
 // One loop (or sequential region) of the vector unit, attention or the KV store in the
-// emitted top: `sites` call sites whose body takes `ops` per lane (per_lane) or once.
+// emitted top: `sites` call sites whose body takes `ops` per element, `width` elements per
+// cycle (the vector unit's lanes, the attention's lanes, or 1 for scalar work), and `once`
+// more per cycle beside them.
 struct LaneLoop {
   std::string what;
   int sites = 1;
   Ops ops;
-  bool per_lane = true;
+  int width = 1;
   std::string source;  // the kernel function and its FPGALLM_TRIP loop id
+  Ops once;
+  int fmul() const { return width * ops.fmul + once.fmul; }
+  int fadd() const { return width * ops.fadd + once.fadd; }
 };
 
 // The loops that share the top's binary32 cores, read off the kernels at the call sites of
 // the emitted top (emit_text.cpp's instruction switch, overlay.hpp).
-std::vector<LaneLoop> shared_lane_loops(const arch::Design& d, int lanes) {
+std::vector<LaneLoop> shared_lane_loops(const arch::Design& d) {
   std::vector<LaneLoop> v;
-  auto add = [&](std::string what, int sites, Ops ops, bool per_lane, std::string source) {
-    v.push_back({std::move(what), sites, ops, per_lane, std::move(source)});
+  const int lanes = d.vector_unit.lanes, att = kernels::attention_lanes(lanes, d.kv_bits);
+  auto add = [&](std::string what, int sites, Ops ops, int width, std::string source, Ops once = {}) {
+    v.push_back({std::move(what), sites, ops, width, std::move(source), once});
   };
   Ops reduce;  // lane_reduce of x^2 (shift 0 folds away): acc += x * x
   reduce.fmul = 1;
@@ -223,67 +230,67 @@ std::vector<LaneLoop> shared_lane_loops(const arch::Design& d, int lanes) {
   norm_scalar.fdiv = 1;
   norm_scalar.fsqrt = 1;
   norm_scalar.sitofp = 1;
-  add("rmsnorm sum of squares", 2, reduce, true, "op_norm's 2 calls of kernels::rmsnorm; lane_reduce (trip lane_reduce)");
-  add("rmsnorm scale", 2, scale, true, "kernels::rmsnorm (trip rmsnorm_scale)");
-  add("rmsnorm scalar part", 2, norm_scalar, false, "kernels::rmsnorm, between its loops [assumption: one core per kind]");
+  add("rmsnorm sum of squares", 2, reduce, lanes, "op_norm's 2 calls of kernels::rmsnorm; lane_reduce (trip lane_reduce)");
+  add("rmsnorm scale", 2, scale, lanes, "kernels::rmsnorm (trip rmsnorm_scale)");
+  add("rmsnorm scalar part", 2, norm_scalar, 1, "kernels::rmsnorm, between its loops [assumption: one core per kind]");
   // quantize: one call site (overlay::quantize: one max |x| loop and one codes loop for
   // every source array).
   Ops q_scalar;  // 1 / scale, max / 127, scale == 0
   q_scalar.fdiv = 1;
   q_scalar.fcmp = 1;
-  add("quantize codes", 1, quantize_codes_ops(), true,
+  add("quantize codes", 1, quantize_codes_ops(), lanes,
       "overlay::quantize -> kernels::quantize_codes (trip quantize_codes), saturate_round_i8");
-  add("quantize max |x|", 1, max_abs_ops(), true, "overlay::quantize -> kernels::max_abs_of (trip max_abs)");
-  add("quantize scalar part", 1, q_scalar, false, "overlay::quantize [assumption: one core per kind]");
+  add("quantize max |x|", 1, max_abs_ops(), lanes, "overlay::quantize -> kernels::max_abs_of (trip max_abs)");
+  add("quantize scalar part", 1, q_scalar, 1, "overlay::quantize [assumption: one core per kind]");
   Ops sum;
   sum.fadd = 1;
-  add("residual add", 1, sum, true, "kernels::residual_add (trip residual_add)");
+  add("residual add", 1, sum, lanes, "kernels::residual_add (trip residual_add)");
   // swiglu: per lane exp_rom, then 1 + e, 1 / (...), v x (...), x up: 12 products (kLaneFmul)
   // and 10 sums and differences.
   Ops swiglu = exp_rom_ops();
   swiglu.fmul += 2;
   swiglu.fadd += 1;
   swiglu.fdiv = 1;
-  add("swiglu", 1, swiglu, true, "kernels::swiglu (trip swiglu), exp_rom");
+  add("swiglu", 1, swiglu, lanes, "kernels::swiglu (trip swiglu), exp_rom");
   // RoPE: lanes elements (lanes / 2 pairs) per cycle, each pair 4 products and 2 sums.
   Ops rope;
   rope.fmul = 2;
   rope.fadd = 1;
-  add("rope", 2 * std::max(2, lanes) / lanes, rope, true,
+  add("rope", 2 * std::max(2, lanes) / lanes, rope, lanes,
       "overlay::rope_heads's 2 calls (q, k) of kernels::rope (trip rope; max(2, lanes) elements per cycle)");
-  Ops load;  // two kv_read per lane (k, v): int8 code x scale, fp16 subnormal man x 2^-24
-  if (d.kv_bits != 32) {
-    load.sitofp = 2;
-    load.fmul = 2;
-  }
-  add(d.kv_bits == 8 ? "attention: K, V load (float(code) x scale)" : "attention: K, V load", 1, load, true,
-      "kernels::attention (trip attention_load_kv), kv_read");
-  // scores: per lane q x k and its share of the lane tree; once per position the sum over
-  // beats, / sqrt(d) and the running maximum's compare.
+  // The K and V blocks hold the codes as stored (the load loop copies them); the scores and
+  // values loops convert each element they read (kv_read: int8 code x scale, fp16
+  // subnormal mantissa x 2^-24, fp32 nothing).
   Ops lane_mac;
   lane_mac.fmul = 1;
   lane_mac.fadd = 1;
-  add("attention: scores (q . k)", 1, lane_mac, true, "kernels::attention (trip attention_scores), tree_sum");
+  if (d.kv_bits != 32) {
+    lane_mac.sitofp = 1;
+    lane_mac.fmul += 1;
+  }
+  // scores: per element the key converted, q x k and its share of the lane tree; once per
+  // cycle the sum over beats, / sqrt(d) and the running maximum's compare.
   Ops score_tail;
   score_tail.fadd = 1;
   score_tail.fdiv = 1;
   score_tail.fcmp = 1;
-  add("attention: scores, per position", 1, score_tail, false, "kernels::attention (trip attention_scores)");
-  // values: per lane p x v and the slot's sum; once per position exp(s - m_new) and the
-  // denominator's slot.
-  add("attention: values (p v)", 1, lane_mac, true, "kernels::attention (trip attention_values)");
+  add("attention: scores (q . k, / sqrt(d), max)", 1, lane_mac, att, "kernels::attention (trip attention_scores), tree_sum",
+      score_tail);
+  // values: per element the value converted, p x v and the slot's sum; once per cycle
+  // exp(s - m_new) and the denominator's slot.
   Ops exp_tail = exp_rom_ops();
   exp_tail.fadd += 2;  // s - m_new, and the denominator's slot
-  add("attention: values, per position (exp)", 1, exp_tail, false, "kernels::attention (trip attention_values), exp_table");
+  add("attention: values (p = exp(s - m_new), p v)", 1, lane_mac, att,
+      "kernels::attention (trip attention_values), exp_table", exp_tail);
   // combine: per lane acc x corr and the tree over kAddSlots slots (kAddSlots - 1 sums) plus
   // the sum into acc.
   Ops combine;
   combine.fmul = 1;
   combine.fadd = kernels::kAddSlots;
-  add("attention: combine (acc x corr + slots)", 1, combine, true, "kernels::attention (trip attention_combine)");
+  add("attention: combine (acc x corr + slots)", 1, combine, lanes, "kernels::attention (trip attention_combine)");
   Ops store;
   store.fdiv = 1;
-  add("attention: store (acc / l)", 1, store, false, "kernels::attention (trip attention_store: one element per cycle)");
+  add("attention: store (acc / l)", 1, store, 1, "kernels::attention (trip attention_store: one element per cycle)");
   Ops att_scalar;  // sqrt(d), the correction exp, l x corr + sum: one core of each kind
   att_scalar.fmul = 1;
   att_scalar.fadd = 1;
@@ -291,11 +298,11 @@ std::vector<LaneLoop> shared_lane_loops(const arch::Design& d, int lanes) {
   att_scalar.fcmp = 1;
   att_scalar.sitofp = 1;
   att_scalar.fptosi = 1;
-  add("attention: scalar part", 1, att_scalar, false,
+  add("attention: scalar part", 1, att_scalar, 1,
       "kernels::attention: sqrt(d), exp_table of the correction, l [assumption: one core per kind]");
   if (d.kv_bits == 8) {  // kv_store: quantize_dynamic of k and of v (two call sites of kv_write)
-    add("kv_store codes", 2, quantize_codes_ops(), true, "kernels::kv_store's 2 kv_write -> quantize_static (trip quantize_codes)");
-    add("kv_store max |x|", 2, max_abs_ops(), true, "kernels::kv_store's 2 kv_write -> max_abs (trip max_abs)");
+    add("kv_store codes", 2, quantize_codes_ops(), lanes, "kernels::kv_store's 2 kv_write -> quantize_static (trip quantize_codes)");
+    add("kv_store max |x|", 2, max_abs_ops(), lanes, "kernels::kv_store's 2 kv_write -> max_abs (trip max_abs)");
   }
   return v;
 }
@@ -491,47 +498,56 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     units.push_back(u.done());
   }
   // Vector unit, attention's lane work and the KV store: their functions are inlined into
-  // the emitted top, whose ALLOCATION pragmas limit the binary32 multipliers and adders to
-  // lanes x kernels::kLaneFmul and lanes x (kLaneFadd + kLaneFsub), shared by every loop
-  // below (each runs at II=1: none needs more per lane, checked here). The operators that
-  // stay in fabric (divide, square root, compares, conversions) are not limited: one core
-  // per operation of each loop, as before.
+  // the emitted top, whose ALLOCATION pragmas limit the binary32 multipliers, adders and
+  // subtracters to kernels::SharedCores (the most any one of their loops takes at II=1),
+  // shared by every loop below (each checked here to fit). The operators that stay in
+  // fabric (divide, square root, compares, conversions) are not limited: one core per
+  // operation of each loop.
   if (!d.vector_unit.shared) {
-    const std::vector<LaneLoop> loops = shared_lane_loops(d, lanes);
+    const std::vector<LaneLoop> loops = shared_lane_loops(d);
     Unit u("vector unit", how, vformat);
-    // Per lane: for core j of a kind, the loops that use more than j of that kind per lane.
-    std::vector<double> fmul_users(kernels::kLaneFmul, 0), adder_users(kernels::kLaneFadd + kernels::kLaneFsub, 0);
+    const int fmul_pool = kernels::shared_fmul_cores(lanes, d.kv_bits);
+    const int adder_pool = kernels::shared_fadd_cores(lanes, d.kv_bits) + kernels::shared_fsub_cores(lanes);
+    // For core j of a kind, the loops that use more than j cores of that kind.
+    std::vector<double> fmul_users(std::size_t(fmul_pool), 0), adder_users(std::size_t(adder_pool), 0);
     for (const auto& l : loops) {
-      if (l.per_lane && (l.ops.fmul > kernels::kLaneFmul || l.ops.fadd > kernels::kLaneFadd + kernels::kLaneFsub))
-        throw std::logic_error(fmt::format("{}: {} fmul and {} fadd/fsub per lane, more than the top's ALLOCATION "
-                                           "gives a lane ({}, {})",
-                                           l.what, l.ops.fmul, l.ops.fadd, kernels::kLaneFmul,
-                                           kernels::kLaneFadd + kernels::kLaneFsub));
-      for (int j = 0; j < (l.per_lane ? l.ops.fmul : std::min(l.ops.fmul, 1)); ++j) fmul_users[std::size_t(j)] += l.sites;
-      for (int j = 0; j < (l.per_lane ? l.ops.fadd : std::min(l.ops.fadd, 1)); ++j) adder_users[std::size_t(j)] += l.sites;
-      Ops fabric = l.ops;  // what is not shared: one core per operation of each loop
-      fabric.fmul = fabric.fadd = 0;
-      const std::string copies = l.per_lane ? fmt::format("{} call site(s) x lanes = {}", l.sites, lanes)
-                                            : fmt::format("{} call site(s), one core of each kind", l.sites);
-      u.fp(l.what, double(l.sites) * (l.per_lane ? lanes : 1), fabric, copies, l.source);
+      if (l.fmul() > fmul_pool || l.fadd() > adder_pool)
+        throw std::logic_error(fmt::format("{}: {} fmul and {} fadd/fsub, more than the top's ALLOCATION gives "
+                                           "({}, {})",
+                                           l.what, l.fmul(), l.fadd(), fmul_pool, adder_pool));
+      for (int j = 0; j < l.fmul(); ++j) fmul_users[std::size_t(j)] += l.sites;
+      for (int j = 0; j < l.fadd(); ++j) adder_users[std::size_t(j)] += l.sites;
+      Ops fabric = l.ops, fabric_once = l.once;  // what is not shared: one core per operation of each loop
+      fabric.fmul = fabric.fadd = fabric_once.fmul = fabric_once.fadd = 0;
+      u.fp(l.what, double(l.sites) * l.width, fabric,
+           l.width > 1 ? fmt::format("{} call site(s) x {} elements per cycle", l.sites, l.width)
+                       : fmt::format("{} call site(s), one core of each kind", l.sites),
+           l.source);
+      u.fp(l.what + ", once per cycle", l.sites, fabric_once, fmt::format("{} call site(s)", l.sites), l.source);
     }
     Ops mul, add;
-    mul.fmul = kernels::kLaneFmul;
-    add.fadd = kernels::kLaneFadd + kernels::kLaneFsub;
-    const char* alloc = "the emitted top's ALLOCATION pragmas (src/codegen/emit_text.cpp: limit=V::fmul_cores, "
-                        "V::fadd_cores, V::fsub_cores; kernels::VectorUnitConfig)";
-    u.fp("shared multipliers", lanes, mul, fmt::format("lanes = {} x kernels::kLaneFmul", lanes), alloc);
-    u.fp("shared adders", lanes, add, fmt::format("lanes = {} x (kernels::kLaneFadd + kLaneFsub)", lanes), alloc);
+    mul.fmul = 1;
+    add.fadd = 1;
+    const int att = kernels::attention_lanes(lanes, d.kv_bits);
+    const char* alloc = "the emitted top's ALLOCATION pragmas (src/codegen/emit_text.cpp: limit=CORES::fmul, "
+                        "CORES::fadd, CORES::fsub; kernels::SharedCores, src/kernels/attention.hpp)";
+    u.fp("shared multipliers", fmul_pool, mul,
+         fmt::format("max(lanes = {} x kernels::kLaneFmul, attention values {} x {} + kLaneFmul)", lanes, att,
+                     d.kv_bits == 32 ? 1 : 2),
+         alloc);
+    u.fp("shared adders", adder_pool, add,
+         fmt::format("max(lanes = {} x kernels::kLaneFadd, attention values {} + kLaneFadd) + lanes x kLaneFsub", lanes,
+                     att),
+         alloc);
     // Each shared core takes its two 32-bit operands through a multiplexer over the loops
     // that use it: one LUT6 selects one bit among 4 inputs, so each input beyond the first
     // costs a third of a LUT per operand bit [assumption: Vitis's sharing muxes, not measured].
     double mux_inputs = 0;
     for (double n : fmul_users) mux_inputs += std::max(0.0, n - 1);
     for (double n : adder_users) mux_inputs += std::max(0.0, n - 1);
-    u.term("operand multiplexers of the shared cores", lanes, Resources{mux_inputs * 64 / 3, 0, 0, 0, 0},
-           fmt::format("lanes = {}; per lane {:g} inputs beyond each core's first (the loops below sharing it), "
-                       "64 operand bits, 1/3 LUT per bit per input [assumption]",
-                       lanes, mux_inputs),
+    u.term("operand multiplexers of the shared cores", mux_inputs, Resources{64.0 / 3, 0, 0, 0, 0},
+           "inputs beyond each core's first (the loops below sharing it), 64 operand bits, 1/3 LUT per bit per input "
+           "[assumption]",
            alloc);
     u.memory("exp ROMs", lanes, vbits, rom_depth, fmt::format("one per lane, 2^{} entries", d.vector_unit.exp_table_bits),
              "kernels::swiglu (Exp2Roms<bits, lanes>, ARRAY_PARTITION complete dim=1)");
@@ -542,15 +558,17 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   // or on the shared vector unit).
   {
     Unit u("attention", how, vformat);
-    const int dl = round_up(std::max(2, k.head_dim), lanes);
-    u.memory("K and V blocks", 2LL * lanes, vbits, ceil_div(static_cast<long long>(arch::kKvBlock) * dl, lanes),
-             fmt::format("2 arrays (k, v) x lanes banks; kKvBlock x round_up(head_dim = {}, lanes) = {} x {} floats each",
-                         k.head_dim, arch::kKvBlock, dl),
-             "src/kernels/attention.hpp:171,174-175 (kblk, vblk [B][DL], ARRAY_PARTITION dim=2 cyclic factor=lanes)");
+    const int att = kernels::attention_lanes(lanes, d.kv_bits);
+    const int dl = round_up(std::max(2, k.head_dim), att);
+    u.memory("K and V blocks", 2, att * d.kv_bits, ceil_div(static_cast<long long>(arch::kKvBlock) * dl, att),
+             fmt::format("2 arrays (k, v), each reshaped into words of attention_lanes = {} elements of {} bits; "
+                         "kKvBlock x round_up(head_dim = {}, {}) = {} x {} elements",
+                         att, d.kv_bits, k.head_dim, att, arch::kKvBlock, dl),
+             "kernels::attention (kblk, vblk [B][DL] as stored, ARRAY_RESHAPE dim=2 cyclic factor=A)");
     u.memory("query accumulator", lanes, vbits, ceil_div(dl, lanes), "lanes banks of DL / lanes floats",
-             "src/kernels/attention.hpp:172,176 (acc[Q][DL], ARRAY_PARTITION dim=2 cyclic factor=lanes)");
+             "kernels::attention (acc[Q][DL], ARRAY_PARTITION dim=2 cyclic factor=L)");
     u.memory("scores and scales", d.kv_bits == 8 ? 3 : 1, 32, arch::kKvBlock, "s[B] (+ kscale[B], vscale[B] for int8)",
-             "src/kernels/attention.hpp:172-173 (not partitioned)");
+             "kernels::attention (not partitioned)");
     units.push_back(u.done());
   }
 

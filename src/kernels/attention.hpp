@@ -74,6 +74,45 @@ struct KvCache {
   int kv_heads;
 };
 
+// The top widens the kv_k and kv_v bundles to 512 bits (max_widen_bitwidth): one beat.
+constexpr int kKvBeatBits = 512;
+
+// Elements of a head vector the attention's load, scores and values loops take per cycle:
+// one beat of each KV bundle (64 int8, 32 fp16 or 16 fp32 elements), and never fewer than
+// the vector unit's lanes. The lane count of the vector unit is a choice of its own; the
+// attention keeps up with its KV ports whatever it is.
+constexpr int attention_lanes(int vector_lanes, int kv_bits) {
+  return vector_lanes > kKvBeatBits / kv_bits ? vector_lanes : kKvBeatBits / kv_bits;
+}
+
+// The binary32 multipliers, adders and subtracters that the vector unit, attention and the
+// KV store share in the emitted top (their functions are inlined there; its ALLOCATION
+// pragmas set these limits), the most any one of their pipelined loops takes at II=1:
+//   vector operations   lanes x kLaneFmul, kLaneFadd, kLaneFsub (vector_unit.hpp);
+//   attention values    per element, the cached value converted (int8: code x scale;
+//                       fp16: the subnormal's mantissa x 2^-24; fp32: nothing), p v and its
+//                       sum into the slot, A elements per cycle; plus one lane's worth of
+//                       scalar work per position (exp_rom's 10 products and 5 sums,
+//                       s - m_new, the denominator's slot) within kLaneFmul, kLaneFadd.
+// The scores loop (the key converted, q k, the A-lane tree and the beat sum) takes no more.
+constexpr int shared_fmul_cores(int vector_lanes, int kv_bits) {
+  const int lanes = vector_lanes * kLaneFmul;
+  const int values = attention_lanes(vector_lanes, kv_bits) * (kv_bits == 32 ? 1 : 2) + kLaneFmul;
+  return lanes > values ? lanes : values;
+}
+constexpr int shared_fadd_cores(int vector_lanes, int kv_bits) {
+  const int a = attention_lanes(vector_lanes, kv_bits), lanes = vector_lanes * kLaneFadd, values = a + kLaneFadd;
+  return lanes > values ? lanes : values;
+}
+constexpr int shared_fsub_cores(int vector_lanes) { return vector_lanes * kLaneFsub; }
+
+template <class VCFG, int KV_BITS>
+struct SharedCores {
+  static constexpr int fmul = shared_fmul_cores(VCFG::lanes, KV_BITS);
+  static constexpr int fadd = shared_fadd_cores(VCFG::lanes, KV_BITS);
+  static constexpr int fsub = shared_fsub_cores(VCFG::lanes);
+};
+
 // Compile-time shape of the attention unit.
 //   VCFG         the vector unit it runs on (lanes, exp table, max_dim >= head_dim)
 //   MAX_HEAD_DIM longest head vector
@@ -170,23 +209,28 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
   constexpr int B = ACFG::kv_block;
   constexpr int D = ACFG::max_head_dim;
   constexpr int Q = ACFG::max_queries;
-  // Head vectors on chip hold whole lane groups (a head size of 48 on 32 lanes: 64
-  // elements, the last 16 never read past head_dim).
-  constexpr int DL = (D + VCFG::lanes - 1) / VCFG::lanes * VCFG::lanes;
+  // A elements per cycle in the load, scores and values loops (attention_lanes); L, the
+  // vector unit's lanes, in the clear and combine loops, whose per-element adder trees stay
+  // within the vector unit's cores. Head vectors on chip hold whole groups of A (a head
+  // size of 48 on 32: 64 elements, the last 16 never read past head_dim).
+  constexpr int A = attention_lanes(VCFG::lanes, KV_BITS);
+  constexpr int L = VCFG::lanes;
+  constexpr int DL = (D + A - 1) / A * A;
   static_assert(B >= kAddSlots, "a block holds at least kAddSlots positions (the partial sums' slots)");
-  constexpr int A = VCFG::lanes;
-  float kblk[B][DL], vblk[B][DL];
+  static_assert(A % L == 0, "the attention's lanes are whole groups of the vector unit's");
+  using elem = typename KvElement<KV_BITS>::type;
+  elem kblk[B][DL], vblk[B][DL];  // the block as stored: codes, converted where they are used
   float m[Q] = {}, l[Q] = {};         // set per query at each head; zero here only for the compiler's sake
   float acc[Q][DL], s[B], p[B];
   float qh[Q][DL];                    // the queries' vectors of the current head
   float part[kAddSlots][DL], lpart[kAddSlots];  // partial sums of p v and of p, slot j mod kAddSlots
   float kscale[B], vscale[B];  // the block's int8 scales (unused for other formats)
-#pragma HLS ARRAY_PARTITION variable=kblk dim=2 cyclic factor=VCFG::lanes
-#pragma HLS ARRAY_PARTITION variable=vblk dim=2 cyclic factor=VCFG::lanes
-#pragma HLS ARRAY_PARTITION variable=acc dim=2 cyclic factor=VCFG::lanes
-#pragma HLS ARRAY_PARTITION variable=qh dim=2 cyclic factor=VCFG::lanes
+#pragma HLS ARRAY_RESHAPE variable=kblk dim=2 cyclic factor=A
+#pragma HLS ARRAY_RESHAPE variable=vblk dim=2 cyclic factor=A
+#pragma HLS ARRAY_PARTITION variable=acc dim=2 cyclic factor=L
+#pragma HLS ARRAY_PARTITION variable=qh dim=2 cyclic factor=A
 #pragma HLS ARRAY_PARTITION variable=part complete dim=1
-#pragma HLS ARRAY_PARTITION variable=part dim=2 cyclic factor=VCFG::lanes
+#pragma HLS ARRAY_PARTITION variable=part dim=2 cyclic factor=A
 #pragma HLS ARRAY_PARTITION variable=lpart complete
   const int q_dim = n_heads * head_dim;
   const int kv_mul = n_heads / cache.kv_heads;
@@ -200,10 +244,10 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       if (t >= tokens) break;
       m[t] = -INFINITY;
       l[t] = 0.0f;
-      for (int i = 0; i < DL; i += VCFG::lanes) {
+      for (int i = 0; i < DL; i += L) {
 #pragma HLS PIPELINE II=1
         if (i >= head_dim) break; else FPGALLM_TRIP("attention_clear");
-        for (int e = 0; e < VCFG::lanes; ++e) acc[t][i + e] = 0.0f;
+        for (int e = 0; e < L; ++e) acc[t][i + e] = 0.0f;
       }
       // The query head on chip, one element per cycle: its offset in q is a run-time
       // value, so no lane-wide read of a partitioned array happens at it.
@@ -217,11 +261,12 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
     for (int b = 0; b < ACFG::max_blocks; ++b) {
       const int p0 = b * B;
       if (p0 > last_key) break;
-      // Load stage: the block's keys and values into kblk, vblk in fp32, one pipelined
+      // Load stage: the block's keys and values into kblk, vblk as stored (the compute
+      // loops convert them; each array is reshaped into words of A elements), one pipelined
       // loop per bundle group so that the request latency is paid once per block, not
       // once per key: first the int8 scales of the block's keys (their own bundles), then
-      // the K and V rows, LANES consecutive elements of a key and of a value per cycle
-      // (one wide beat of each KV bundle: the top declares them with max_widen_bitwidth=512),
+      // the K and V rows, A consecutive elements of a key and of a value per cycle (one
+      // wide beat of each KV bundle: the top declares them with max_widen_bitwidth=512),
       // key after key, as one flattened loop.
       const int nb = last_key - p0 + 1 < B ? last_key - p0 + 1 : B;
       if (KV_BITS == 8) {
@@ -234,17 +279,17 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
         }
       }
       int key = 0, col = 0;
-      for (int x = 0; x < B * (DL / VCFG::lanes); ++x) {
+      for (int x = 0; x < B * (DL / A); ++x) {
 #pragma HLS PIPELINE II=1
         if (key >= nb) break; else FPGALLM_TRIP("attention_load_kv");
         const long row = static_cast<long>(p0 + key) * cache.kv_dim + kvh * head_dim;
-        for (int e = 0; e < VCFG::lanes; ++e) {
+        for (int e = 0; e < A; ++e) {
           if (col + e < head_dim) {
-            kblk[key][col + e] = detail::kv_read(cache.k + row, kscale + key, col + e);
-            vblk[key][col + e] = detail::kv_read(cache.v + row, vscale + key, col + e);
+            kblk[key][col + e] = cache.k[row + col + e];
+            vblk[key][col + e] = cache.v[row + col + e];
           }
         }
-        col += VCFG::lanes;
+        col += A;
         if (col >= head_dim) {
           col = 0;
           ++key;
@@ -253,12 +298,15 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       // Compute stage: every query of the step against this block, in three pipelined loops
       // (II=1) that never wait for a result of their own previous iteration:
       //   scores  (beat c, position j): s[j] gathers the lane tree of q . k over the beats
-      //           (the same s[j] returns B iterations later, more than an adder's latency);
+      //           (the same s[j] returns nn >= kAddSlots iterations later, no sooner than
+      //           an adder's latency);
       //           on the last beat s[j] / sqrt(d) and kAddSlots running maxima;
       //   values  (beat c, position j): p[j] = exp(s[j] - m_new) on the first beat, then
       //           kAddSlots partial sums (slot j mod kAddSlots) of p v per element and of p;
       //   combine (beat c): acc = acc x corr + the tree of the slots, l likewise.
-      // Positions past the block's last key take their cycle with nothing added.
+      // The scores and values loops sweep the block's n keys of this query, and never fewer
+      // than kAddSlots positions (those past the last key take their cycle with nothing
+      // added): a query at the start of a block pays for its keys, not for the block.
       for (int t = 0; t < Q; ++t) {
         if (t >= tokens) break;
         const int last = pos0 + t;
@@ -268,17 +316,18 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
 #pragma HLS ARRAY_PARTITION variable=mx complete
         for (int d = 0; d < kAddSlots; ++d) mx[d] = -INFINITY;
         const int beats = (head_dim + A - 1) / A;
+        const int nn = n > kAddSlots ? n : kAddSlots;
+        int c = 0, j = 0;
         for (int x = 0; x < (DL / A) * B; ++x) {
 #pragma HLS PIPELINE II=1
-#pragma HLS DEPENDENCE variable=s inter distance=B true
+#pragma HLS DEPENDENCE variable=s inter distance=kAddSlots true
 #pragma HLS DEPENDENCE variable=mx inter distance=kAddSlots true
-          const int c = x / B, j = x % B;
           if (c >= beats) break; else FPGALLM_TRIP("attention_scores");
           float prod[A];
 #pragma HLS ARRAY_PARTITION variable=prod complete
           for (int e = 0; e < A; ++e) {
             const int i = c * A + e;
-            prod[e] = j < n && i < head_dim ? qh[t][i] * kblk[j][i] : 0.0f;
+            prod[e] = j < n && i < head_dim ? qh[t][i] * detail::kv_read(kblk[j], kscale + j, i) : 0.0f;
           }
           const float sum = tree_sum<A>(prod);
           const float total = c == 0 ? sum : s[j] + sum;
@@ -289,6 +338,10 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
           } else {
             s[j] = total;
           }
+          if (++j == nn) {
+            j = 0;
+            ++c;
+          }
         }
         FPGALLM_TRIP("attention_correction");  // sequential: the block's maximum and one exp
         float bmax = mx[0];
@@ -296,13 +349,15 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
           if (mx[d] > bmax) bmax = mx[d];
         const float m_new = bmax > m[t] ? bmax : m[t];
         const float corr = exp_table<VCFG::exp_table_bits>(m[t] - m_new);
+        c = 0;
+        j = 0;
         for (int x = 0; x < (DL / A) * B; ++x) {
 #pragma HLS PIPELINE II=1
 #pragma HLS DEPENDENCE variable=part inter distance=kAddSlots true
 #pragma HLS DEPENDENCE variable=lpart inter distance=kAddSlots true
-#pragma HLS DEPENDENCE variable=p inter distance=B true
-          const int c = x / B, j = x % B, slot = j % kAddSlots;
+#pragma HLS DEPENDENCE variable=p inter distance=kAddSlots true
           if (c >= beats) break; else FPGALLM_TRIP("attention_values");
+          const int slot = j % kAddSlots;
           if (c == 0) {
             p[j] = j < n ? exp_table<VCFG::exp_table_bits>(s[j] - m_new) : 0.0f;
             lpart[slot] = j < kAddSlots ? p[j] : lpart[slot] + p[j];
@@ -310,15 +365,19 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
           const float pj = p[j];
           for (int e = 0; e < A; ++e) {
             const int i = c * A + e;
-            const float pv = j < n && i < head_dim ? pj * vblk[j][i] : 0.0f;
+            const float pv = j < n && i < head_dim ? pj * detail::kv_read(vblk[j], vscale + j, i) : 0.0f;
             part[slot][i] = j < kAddSlots ? pv : part[slot][i] + pv;
+          }
+          if (++j == nn) {
+            j = 0;
+            ++c;
           }
         }
         l[t] = l[t] * corr + tree_sum<kAddSlots>(lpart);
-        for (int i = 0; i < DL; i += A) {
+        for (int i = 0; i < DL; i += L) {
 #pragma HLS PIPELINE II=1
           if (i >= head_dim) break; else FPGALLM_TRIP("attention_combine");
-          for (int e = 0; e < A; ++e) {
+          for (int e = 0; e < L; ++e) {
             float slots[kAddSlots];
 #pragma HLS ARRAY_PARTITION variable=slots complete
             for (int d = 0; d < kAddSlots; ++d) slots[d] = part[d][i + e];

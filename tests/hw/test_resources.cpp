@@ -18,6 +18,7 @@
 #include "hw/power.hpp"
 #include "hw/resources.hpp"
 #include "hw/unit_resources.hpp"
+#include "kernels/attention.hpp"
 #include "kernels/vector_unit.hpp"
 #include "model/presets.hpp"
 #include "util/error.hpp"
@@ -139,28 +140,31 @@ TEST(UnitResources, ConfigurationAByHand) {
   EXPECT_EQ(mu.use.bram36, 7.5);
 
   // Vector unit, attention's lane work and the KV store share the top's binary32 cores
-  // (ALLOCATION, emit_text.cpp): per lane the most any one loop takes. Multipliers:
-  // swiglu's 12 (exp_rom, numerics.hpp: 10 products; then v x (...), x up). Adders: 8 sums
-  // (attention's combine: the tree over 8 slots and the sum into acc) and 4 differences
-  // (swiglu's exp_rom: - magic and three more). 8 lanes x (12 x 3 + 12 x 2 DSP) = 480.
+  // (ALLOCATION, emit_text.cpp, kernels::SharedCores): the most any one loop takes. The
+  // attention takes one 512-bit KV beat per cycle, 64 int8 elements (A = 64 > 8 lanes).
+  // Multipliers: its values loop, 64 x 2 (the code x its scale, p x v) + exp_rom's 10 (within
+  // kLaneFmul = 12): 140, more than swiglu's 8 x 12. Adders: the values loop's 64 slot sums,
+  // exp_rom's 5 sums and 4 differences, s - m_new and the denominator's slot (75), within
+  // max(8 x 8 sums, 64 + 8) + 8 x 4 differences = 104. 140 x 3 + 104 x 2 DSP = 628.
   const hw::Part& vu = unit(u, "vector unit");
-  EXPECT_EQ(term(vu, "shared multipliers: fmul").count, 8 * 12);
-  EXPECT_EQ(term(vu, "shared adders: fadd").count, 8 * 12);
-  EXPECT_EQ(vu.use.dsp, 8 * (12 * fmul + 12 * fadd));  // 480
-  // Operand multiplexers: per lane, each core takes one input per loop that uses it.
-  // Multipliers: the first is used by rmsnorm's 2 sum-of-squares and 2 scale loops, the
-  // quantize codes loop, swiglu, rope's 2 (q, k), attention's load, scores, values and
-  // combine, the KV store's 2 codes loops, and attention's per-position exp and scalar
-  // part: 16 users, 15 extra inputs; the second by the 2 rmsnorm scales, swiglu, the 2
-  // ropes and the load: 5 extra; the other 10 by swiglu alone. Adders: the first by the 2
-  // sums of squares, quantize codes, the residual add, swiglu, the 2 ropes, attention's
-  // scores, values and combine, the 2 KV codes loops, the 2 rmsnorm scalar parts and
-  // attention's per-position sum, exp and scalar part: 16 extra; the second by quantize
-  // codes, swiglu, the combine and the 2 KV codes loops: 4 extra; the third to eighth by
-  // swiglu and the combine: 1 extra each; the ninth and tenth by swiglu alone (its 10 sums and
-  // differences), the last two by none. 46 inputs x 64
-  // operand bits / 3 LUT, x 8 lanes.
-  EXPECT_NEAR(term(vu, "operand multiplexers of the shared cores").total().lut, 8 * 46 * 64 / 3.0, 1e-6);
+  EXPECT_EQ(term(vu, "shared multipliers: fmul").count, 140);
+  EXPECT_EQ(term(vu, "shared adders: fadd").count, 104);
+  EXPECT_EQ(vu.use.dsp, 140 * fmul + 104 * fadd);  // 628
+  // Operand multiplexers: each core takes one input per call site of a loop that uses it
+  // (inputs beyond the first cost LUTs); a loop of w elements per cycle taking k cores of a
+  // kind per element uses cores 0..wk-1. Multipliers by core: #0 14 inputs (rmsnorm's 2
+  // sums of squares and 2 scales, quantize codes, swiglu, the 2 ropes, scores, values,
+  // combine, attention's scalar part, the KV store's 2 codes loops): 13 extra; #1-7 the same
+  // but the scalar part: 12 each; #8-15 the 2 scales, swiglu, the 2 ropes, scores, values:
+  // 6 each; #16-95 swiglu, scores, values: 2 each; #96-127 scores, values: 1 each; #128-139
+  // values alone or none. 13 + 84 + 48 + 160 + 32 = 337. Adders: #0 15 inputs (the 2 sums
+  // of squares, the 2 rmsnorm scalar parts, quantize codes, the residual add, swiglu, the
+  // 2 ropes, scores, values, combine, attention's scalar part, the 2 KV codes loops): 14
+  // extra; #1-7 without the 3 scalar parts: 11 each; #8-15 quantize codes, swiglu, scores,
+  // values, combine, the 2 KV codes loops: 6 each; #16-63 swiglu, scores, values, combine:
+  // 3 each; #64 swiglu, scores, values: 2; #65-74 swiglu, values: 1 each; the rest one
+  // user or none. 14 + 77 + 48 + 144 + 2 + 10 = 295. 632 inputs x 64 operand bits / 3 LUT.
+  EXPECT_NEAR(term(vu, "operand multiplexers of the shared cores").total().lut, 632 * 64 / 3.0, 1e-6);
   // The exp ROMs (kernels::swiglu): 8 lanes x 64 x 32 bits, LUTRAM (RAM64M8: 8 LUTs
   // per 7 bits): 8 x 40 LUTs; no block RAM in the vector unit.
   EXPECT_EQ(term(vu, "exp ROMs").total().lut, 8 * 40);
@@ -173,9 +177,11 @@ TEST(UnitResources, ConfigurationAByHand) {
   // Attention: its block memories; its lane work is on the shared cores above.
   const hw::Part& at = unit(u, "attention");
   EXPECT_EQ(at.use.dsp, 0);
-  // kblk, vblk [64][8] cyclic by 8 (kernels::attention): 16 banks of 64 words, LUTRAM.
-  EXPECT_EQ(term(at, "K and V blocks").count, 16);
-  EXPECT_EQ(at.use.bram36, 0);
+  // kblk, vblk [256][64] int8 codes (head 8 in one group of A = 64) reshaped by 64
+  // (kernels::attention): 2 arrays of 256 words of 512 bits, ceil(512 / 36) = 15 BRAM18
+  // (512 x 36) each; s, kscale, vscale [256] of 32 bits: one BRAM18 each.
+  EXPECT_EQ(term(at, "K and V blocks").count, 2);
+  EXPECT_EQ(at.use.bram36, (2 * 15 + 3) / 2.0);
 
   // On-chip activations (emit_text.cpp:278-292): partition max(8, 8, 16) = 16; every bank
   // is at most 32 words deep (logits 512 / 16), so all LUTRAM: 11 arrays x 16 banks x
@@ -202,8 +208,8 @@ TEST(UnitResources, ConfigurationAByHand) {
   // Totals: the estimate sums the units (plus the platform's HBM subsystem on the U280).
   const model::Config m = small_model();
   const hw::Utilization est = hw::estimate_resources(config_a(), hw::find_device("u280"), {&m});
-  EXPECT_EQ(est.total.dsp, 64 + 48 + 480);
-  EXPECT_EQ(est.total.bram36, 7.5 + 76.5 + 4);  // + FINN's HBM subsystem, 4 BRAM36
+  EXPECT_EQ(est.total.dsp, 64 + 48 + 628);
+  EXPECT_EQ(est.total.bram36, 7.5 + 16.5 + 76.5 + 4);  // + FINN's HBM subsystem, 4 BRAM36
   EXPECT_EQ(est.total.uram, 0);
 }
 
@@ -251,11 +257,12 @@ TEST(UnitResources, ParametersChangeCountsAsTheCodeDoes) {
   arch::Design cols = config_a();
   cols.matrix_unit.cols = 16;
   EXPECT_EQ(dsp(units_of(cols), "matrix unit") - dsp(a, "matrix unit"), 64);
-  // lanes 8 -> 16: 12 fmul + 12 adders more per lane, all on the shared cores.
+  // lanes 8 -> 16: the shared multipliers become 16 x 12 = 192 (more than the attention's
+  // 140), the adders 16 x 8 + 16 x 4 = 192 (104 before), all on the shared cores.
   arch::Design lanes = config_a();
   lanes.vector_unit.lanes = 16;
   const auto l = units_of(lanes);
-  EXPECT_EQ(dsp(l, "vector unit") - dsp(a, "vector unit"), 8 * (12 * fmul + 12 * fadd));
+  EXPECT_EQ(dsp(l, "vector unit") - dsp(a, "vector unit"), (192 - 140) * fmul + (192 - 104) * fadd);
   EXPECT_EQ(dsp(l, "attention"), 0);
   EXPECT_EQ(dsp(l, "matrix unit"), dsp(a, "matrix unit"));
   // exp table 6 -> 10 bits: each lane's ROM becomes 1024 x 32 bits, 2 BRAM18.
@@ -269,17 +276,19 @@ TEST(UnitResources, ParametersChangeCountsAsTheCodeDoes) {
   const auto c = units_of(ch);
   EXPECT_EQ(unit(c, "matrix unit").use.bram36 - unit(a, "matrix unit").use.bram36, 7.5);
   EXPECT_EQ(unit(c, "memory ports").use.bram36 - unit(a, "memory ports").use.bram36, 14.5);
-  // An fp16 KV cache: kv_store has no quantizer (kernels::kv_write converts in fabric): the
-  // shared cores stay (swiglu sets them), the KV store's compares and conversions go, and
-  // with its two codes loops 2 multiplier and 4 adder inputs per lane.
+  // An fp16 KV cache: a beat holds 32 elements, so the attention takes 32 per cycle and its
+  // values loop 32 x 2 + 10 multipliers: swiglu's 96 and the vector unit's 96 adders set
+  // the shared cores.
+  // kv_store has no quantizer (kernels::kv_write converts in fabric): its compares and
+  // conversions go. Operand multiplexers: 434 inputs (the same count as for config A, with
+  // A = 32 and without the KV store's two codes loops).
   arch::Design kv16 = config_a();
   kv16.kv_bits = 16;
   const auto k16 = units_of(kv16);
-  EXPECT_EQ(dsp(k16, "vector unit"), dsp(a, "vector unit"));
+  EXPECT_EQ(dsp(k16, "vector unit"), 96 * fmul + 96 * fadd);
   EXPECT_THROW(term(unit(k16, "vector unit"), "kv_store codes: fcmp"), std::exception);
-  EXPECT_NEAR(term(unit(a, "vector unit"), "operand multiplexers of the shared cores").total().lut -
-                  term(unit(k16, "vector unit"), "operand multiplexers of the shared cores").total().lut,
-              8 * 6 * 64 / 3.0, 1e-6);
+  EXPECT_NEAR(term(unit(k16, "vector unit"), "operand multiplexers of the shared cores").total().lut, 434 * 64 / 3.0,
+              1e-6);
 }
 
 // matrix_unit.impl = rtl: the RTL unit packs two int8 products per DSP48E2 explicitly
@@ -548,19 +557,18 @@ TEST(OneDescription, TemplateParametersScheduleAndResourcesReadTheSameDesign) {
     EXPECT_EQ(term(unit(u, "matrix unit"), "int8 x int8 products").count, double(pe * simd));
     EXPECT_EQ(term(unit(u, "memory ports"), "m_axi adapters").count - channels,
               term(unit(units_of(config_a()), "memory ports"), "m_axi adapters").count - 1);
-    if (mu.rows == 16 && mu.cols == 16) continue;  // configuration B: the lanes below are A's variants
-    arch::Design wider = config_a();
-    wider.vector_unit.lanes = 16;
-    const double a_dsp = unit(units_of(config_a()), "vector unit").use.dsp;
-    const double per_lane = (unit(units_of(wider), "vector unit").use.dsp - a_dsp) / 8;
-    EXPECT_GT(per_lane, 0);
-    EXPECT_DOUBLE_EQ(unit(u, "vector unit").use.dsp - a_dsp, per_lane * (lanes - 8));
+    // The vector unit's DSPs are its shared cores, the top's ALLOCATION limits for these
+    // lanes and this KV format (kernels::shared_*_cores, as the emitted top's SharedCores).
+    EXPECT_EQ(unit(u, "vector unit").use.dsp,
+              kernels::shared_fmul_cores(lanes, d.kv_bits) * hw::fp_core("fmul").dsp +
+                  (kernels::shared_fadd_cores(lanes, d.kv_bits) + kernels::shared_fsub_cores(lanes)) *
+                      hw::fp_core("fadd").dsp);
   }
 }
 
 // The shared binary32 cores are the emitted top's ALLOCATION limits: the pragma names the
-// kernel's constants (VectorUnitConfig::fmul_cores, ...), the constants are lanes x
-// kernels::kLaneFmul, ..., and the resource model counts exactly those cores.
+// kernel's constants (kernels::SharedCores), they are what the widest loop takes (counted
+// by hand below), and the resource model counts exactly those cores.
 TEST(OneDescription, SharedVectorCoresAreTheTopsAllocationLimits) {
   const model::Config m = small_model();
   for (int lanes : {8, 16, 32}) {
@@ -572,15 +580,20 @@ TEST(OneDescription, SharedVectorCoresAreTheTopsAllocationLimits) {
     p.weight_channels = d.memory.weight_channels;
     const std::string top = codegen::top_source(p);
     for (const char* op : {"fmul", "fadd", "fsub"})
-      EXPECT_NE(top.find(std::string("#pragma HLS ALLOCATION operation instances=") + op + " limit=V::" + op + "_cores"),
+      EXPECT_NE(top.find(std::string("#pragma HLS ALLOCATION operation instances=") + op + " limit=CORES::" + op),
                 std::string::npos)
           << op;
+    EXPECT_NE(top.find("typedef kernels::SharedCores<V, CFG::kv_bits> CORES;"), std::string::npos);
     const auto u = units_of(d);
-    EXPECT_EQ(term(unit(u, "vector unit"), "shared multipliers: fmul").count, lanes * kernels::kLaneFmul);
-    EXPECT_EQ(term(unit(u, "vector unit"), "shared adders: fadd").count, lanes * (kernels::kLaneFadd + kernels::kLaneFsub));
+    EXPECT_EQ(term(unit(u, "vector unit"), "shared multipliers: fmul").count, kernels::shared_fmul_cores(lanes, 8));
+    EXPECT_EQ(term(unit(u, "vector unit"), "shared adders: fadd").count,
+              kernels::shared_fadd_cores(lanes, 8) + kernels::shared_fsub_cores(lanes));
   }
-  using V8 = kernels::VectorUnitConfig<8, 6, 64>;
-  static_assert(V8::fmul_cores == 8 * kernels::kLaneFmul && V8::fadd_cores == 8 * kernels::kLaneFadd &&
-                    V8::fsub_cores == 8 * kernels::kLaneFsub,
-                "the pragma's limits are lanes x the per-lane counts");
+  // By hand, int8 KV (64 elements per beat): 8 lanes: the attention's values loop, 64 x 2 +
+  // 12 multipliers (more than 8 x 12) and 64 + 8 adders (more than 8 x 8), + 8 x 4
+  // subtracters; 16 lanes: 16 x 12, 16 x 8 and 16 x 4, the vector unit's own.
+  using C8 = kernels::SharedCores<kernels::VectorUnitConfig<8, 6, 64>, 8>;
+  using C16 = kernels::SharedCores<kernels::VectorUnitConfig<16, 6, 64>, 8>;
+  static_assert(C8::fmul == 140 && C8::fadd == 72 && C8::fsub == 32, "8 lanes: the attention's widest loops");
+  static_assert(C16::fmul == 192 && C16::fadd == 128 && C16::fsub == 64, "16 lanes: the vector unit's own");
 }

@@ -70,32 +70,33 @@ TEST(Units, DecodeMatmulIsTheDataflowRegionsSlowestProcess) {
   EXPECT_DOUBLE_EQ(arch::unit_work(design(), in, slow).body_cycles, 1228.8 + 8 + 30);
 }
 
-// Decode attention, 4 heads of 64 at context 100, int8 KV, 32 lanes (kernels::attention),
-// two blocks of 64 and 36 keys. Per head and block, each load loop waits one request
-// latency (30 cycles):
-//   scales (one per cycle):  30 + 64 = 94, 30 + 36 = 66
-//   K, V rows (2 beats per key, port-bound at 64 B / 40 per key when slower):
-//                            30 + max(128, 102.4) = 158, 30 + max(72, 57.6) = 102
-// per head the accumulator cleared (2 beats) and the query head loaded (64 elements); per
-// block, three loops over 2 beats x 64 positions at II=1, each with its pipeline depth
-// (adder 8 cycles, multiplier 4, divider 16, conversion 2, compare 1; exp_rom's chain
-// 7 x 4 + 8 x 8 + 2 x 2 = 96):
-//   scores   128 + (2 + 4 + log2(32) x 8 + 8 + 16 = 70)  = 198
-//   correction 7 compares + 8 + 96                        = 111
-//   values   128 + (2 + 8 + 96 + 4 + 8 = 118)             = 246
-//   combine    2 + (2 + 3 x 8 + 4 + 8 = 38)               =  40
+// Decode attention, 4 heads of 64 at context 300, int8 KV, 32 vector lanes
+// (kernels::attention: one 512-bit beat, 64 int8 elements, per cycle in its load, scores
+// and values loops; 32 in its clear and combine), two blocks of 256 and 44 keys. Per head
+// and block, each load loop waits one request latency (30 cycles):
+//   scales (one per cycle):  30 + 256 = 286, 30 + 44 = 74
+//   K, V rows (1 beat per key, port-bound at 64 B / 40 per key):
+//                            30 + max(256, 409.6) = 439.6, 30 + max(44, 70.4) = 100.4
+// per head the accumulator cleared (2 beats of 32) and the query head loaded (64
+// elements); per block, three loops over the keys the query sees (1 beat x 256, then 44)
+// at II=1, each with its pipeline depth (adder 8 cycles, multiplier 4, divider 16,
+// conversion 2, compare 1; exp_rom's chain 7 x 4 + 8 x 8 + 2 x 2 = 96):
+//   scores   256 or 44 + (2 + 4 + log2(64) x 8 + 8 + 16 = 78)  = 334, 122
+//   correction 7 compares + 8 + 96                               = 111 each
+//   values   256 or 44 + (2 + 8 + 96 + 4 + 8 = 118)             = 374, 162
+//   combine    2 + (2 + 3 x 8 + 4 + 8 = 38)                      =  40 each
 // and the store, 64 elements.
-//   4 x (94 + 66 + 158 + 102 + 2 + 64 + 2 x (198 + 111 + 246 + 40) + 64) = 6960 cycles
+//   4 x (286 + 74 + 439.6 + 100.4 + 2 + 64 + 456 + 222 + 536 + 80 + 64) = 9296 cycles
 TEST(Units, DecodeAttentionRequestsEachBlockOnceOnTheVectorUnit) {
   arch::Instruction in;
   in.op = arch::Op::attention;
   in.heads = in.kv_heads = 4;
   in.head_dim = 64;
-  in.context = 100;
-  in.pos = 99;
+  in.context = 300;
+  in.pos = 299;
   const arch::Work w = arch::unit_work(design(), in, rates());
   EXPECT_EQ(w.unit, arch::UnitKind::vector);
-  EXPECT_DOUBLE_EQ(w.body_cycles, 6960);
+  EXPECT_NEAR(w.body_cycles, 9296, 1e-9);
   int load_loops = 0;
   for (const arch::Loop& l : w.loops)
     if (l.name.rfind("attention: load K", 0) == 0) {
@@ -103,8 +104,8 @@ TEST(Units, DecodeAttentionRequestsEachBlockOnceOnTheVectorUnit) {
       EXPECT_EQ(l.calls, 4) << l.name;  // one call per block per head
     }
   EXPECT_EQ(load_loops, 4);  // scales, then K and V rows, of the full block and of the last
-  EXPECT_EQ(w.kv_read_bytes, 2 * 64 * 100 * 4);
-  EXPECT_EQ(w.macs, 2 * 100 * 4 * 64);
+  EXPECT_EQ(w.kv_read_bytes, 2 * 64 * 300 * 4);
+  EXPECT_EQ(w.macs, 2 * 300 * 4 * 64);
 }
 
 // RMSNorm of 288 elements: the gain (18 beats of 16 floats, one request, port-bound at
