@@ -601,7 +601,10 @@ KNOWN_FINDINGS = (
     # conditional (col + e < head_dim): no burst, no widening to one 512-bit beat; and the
     # lanes write kblk/vblk at col + e, a bank known only at run time. Expected II about
     # LANES or more, not 1 (issue 27 item 3: contiguous per-head KV blocks read in bursts).
-    ("burst", "attention_load_kv", ("kv_k", "kv_v"), "attention",
+    # On each key's first beat its int8 scales, at (p0 + key) * kv_heads + kvh: a request of
+    # 4 bytes per key, consecutive only where kv_heads is 1 (in a loop of their own they were
+    # strided just the same).
+    ("burst", "attention_load_kv", ("kv_k", "kv_v", "kv_k_scale", "kv_v_scale"), "attention",
      "issue 27 item 3: attention's KV loads, conditional and not affine in the loop variable"),
     ("runtime-index", "attention_load_kv", ("kblk", "vblk"), "attention",
      "issue 27 item 3: the KV block written at the run-time column col"),

@@ -252,27 +252,20 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   for (int t = 0; t < in.tokens; ++t) add_passes((in.pos + t + 1) % kKvBlock, (in.pos + t + 1) % kKvBlock > 0);
   for (const auto& [positions, n] : sweeps_of) blocks_seen += n;
   const double key_bytes = double(hd) * kv_elem;
-  // Per head, per block of kKvBlock keys: the int8 scales of its keys (one per cycle on
-  // the scale bundles), then its K and V rows as one flattened pipelined loop of
-  // keys x beats, lanes elements per beat of each widened KV bundle; each loop waits for
-  // one request latency. Full blocks, then the last (possibly shorter) one.
+  // Per head, per block of kKvBlock keys: its K and V rows as one flattened pipelined loop
+  // of keys x beats, lanes elements per beat of each widened KV bundle (a key's int8 scales
+  // on its first beat, from their own bundles); the loop waits for one request latency.
+  // Full blocks, then the last (possibly shorter) one.
   const std::int64_t blocks = ceil_div(keys, kKvBlock), last_keys = keys - (blocks - 1) * kKvBlock;
-  const bool int8 = d.kv_bits == 8;
   auto block_load = [&](std::int64_t n) { return r.kv_latency + bound(double(n * beat), n * key_bytes, r.kv); };
-  auto scale_load = [&](std::int64_t n) { return int8 ? r.kv_latency + bound(double(n), n * 4.0, r.kv) : 0.0; };
-  // The full blocks, then the last one (its remaining keys), per head.
-  double scales = 0, loads = 0;
+  double loads = 0;
   auto blocks_of = [&](const char* which, std::int64_t n_blocks, std::int64_t n_keys) {
     if (n_blocks <= 0) return;
     const std::int64_t calls = n_blocks * in.heads;
-    if (int8)
-      scales += b.loop([&] { return fmt::format("attention: load K, V scales of {}", which); }, "attention_load_scales",
-                       n_keys, 1, 0, calls, double(calls) * scale_load(n_keys),
-                       "one request per block on each scale bundle, one scale per cycle");
     loads += b.loop([&] { return fmt::format("attention: load K, V of {}", which); }, "attention_load_kv", n_keys * beat,
-                    1, 0, calls,
-                    double(calls) * block_load(n_keys),
-                    "one request per block on each KV bundle, keys x beats flattened, attention_lanes elements per beat");
+                    1, 0, calls, double(calls) * block_load(n_keys),
+                    "one request per block on each KV bundle, keys x beats flattened, attention_lanes elements per beat; "
+                    "int8 scales on each key's first beat from the scale bundles");
   };
   blocks_of("a full block", blocks - 1, kKvBlock);
   blocks_of("the last block", blocks > 0 ? 1 : 0, last_keys);
@@ -304,7 +297,7 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   c += b.loop("attention: combine (acc x corr + slots)", "attention_combine", vector_beat, 1, combine_depth, passes,
               double(passes) * double(vector_beat + combine_depth));
   c += b.simple("attention: store", "attention_store", hd, head_queries);
-  w.body_cycles = scales + loads + c;
+  w.body_cycles = loads + c;
   w.kv_read_bytes = 2 * std::int64_t(key_bytes) * keys * in.heads;
   w.macs = 2 * pairs * in.heads * hd;
 }

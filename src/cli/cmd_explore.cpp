@@ -189,6 +189,9 @@ void run(const ExploreArgs& a) {
     const double ti = cpu_seconds();
     dse::Item it{i, dse::explore_device(*devices[d], requests[m], obj, workloads[m]), 0.0};
     it.seconds = cpu_seconds() - ti;
+    // Explore shows each card's best design, and its Pareto front only in --json.
+    if (it.result.ranked.size() > 1) it.result.ranked.resize(1);
+    if (!a.json) it.result.pareto.clear();
     mine.push_back(std::move(it));
     if (requests.size() > 1) progress.update(n + 1, mine_idx.size());
   }

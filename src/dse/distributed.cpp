@@ -88,12 +88,16 @@ perf::PhaseTime phase_from(const json& j) {
   return ph;
 }
 
-json prediction_wire(const perf::Prediction& p, bool with_ops) {
+// brief: the figures alone, without the assumptions, notes and collectives (the Pareto
+// front's designs: explore shows their figures and nothing else).
+json prediction_wire(const perf::Prediction& p, bool with_ops, bool brief = false) {
   json a = json::array();
-  for (const auto& x : p.assumptions) a.push_back({x.name, x.value, x.unit, x.source});
   json t = json::array();
-  for (const auto& x : p.decode_transfers)
-    t.push_back({x.name, int(x.kind), x.layer, x.linear, x.before, x.bytes, x.from, x.to});
+  if (!brief) {
+    for (const auto& x : p.assumptions) a.push_back({x.name, x.value, x.unit, x.source});
+    for (const auto& x : p.decode_transfers)
+      t.push_back({x.name, int(x.kind), x.layer, x.linear, x.before, x.bytes, x.from, x.to});
+  }
   return {{"id", {p.target, p.device, p.split, p.precision, p.placement}},
           {"kind", int(p.kind)},
           {"cards", p.cards},
@@ -110,8 +114,8 @@ json prediction_wire(const perf::Prediction& p, bool with_ops) {
           {"assumptions", a},
           {"power",
            {p.power.static_w, p.power.dsp_w, p.power.bram_w, p.power.logic_w, p.power.memory_w, p.power.total_w}},
-          {"power_assumptions", p.power.assumptions},
-          {"notes", p.notes}};
+          {"power_assumptions", brief ? std::vector<std::string>{} : p.power.assumptions},
+          {"notes", brief ? std::vector<std::string>{} : p.notes}};
 }
 
 perf::Prediction prediction_from(const json& j) {
@@ -158,8 +162,8 @@ perf::Prediction prediction_from(const json& j) {
   return p;
 }
 
-json candidate_wire(const Candidate& c, bool with_ops) {
-  return {{"design", c.design}, {"prediction", prediction_wire(c.prediction, with_ops)}, {"binding", c.binding},
+json candidate_wire(const Candidate& c, bool with_ops, bool brief = false) {
+  return {{"design", c.design}, {"prediction", prediction_wire(c.prediction, with_ops, brief)}, {"binding", c.binding},
           {"binding_fraction", c.binding_fraction}, {"price_usd", c.price_usd}};
 }
 
@@ -181,7 +185,7 @@ std::string serialize(const std::vector<Item>& items, bool with_ops) {
     const DeviceResult& r = it.result;
     json ranked = json::array(), pareto = json::array();
     if (!r.ranked.empty()) ranked.push_back(candidate_wire(r.ranked.front(), with_ops));
-    for (const auto& c : r.pareto) pareto.push_back(candidate_wire(c, false));
+    for (const auto& c : r.pareto) pareto.push_back(candidate_wire(c, false, true));
     out.push_back({{"index", it.index},
                    {"seconds", it.seconds},
                    {"device", r.device},

@@ -35,7 +35,8 @@ struct Item {
 // A binary (CBOR) encoding of explored items that keeps every figure bit for bit. The
 // per-operation lists of a prediction travel only with each device's best design and only
 // when `with_ops` (the roofline of --svg reads them); the ranked list keeps its best entry
-// (the output shows the best design and the Pareto front).
+// (the output shows the best design and the Pareto front); the Pareto front's designs travel
+// with their figures, without assumptions, notes or collectives.
 std::string serialize(const std::vector<Item>& items, bool with_ops);
 // Throws std::invalid_argument for bytes serialize did not produce.
 std::vector<Item> deserialize(const std::string& bytes);

@@ -289,9 +289,10 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
     all.push_back(std::move(c));
   };
   // The vector unit's lanes are a choice of their own: every shape with the fewest lanes,
-  // then each other lane count for the kKept best (vector work grows with the model's width
-  // per token, so the lanes move a design's rank less than its matrix unit and KV channels).
-  constexpr std::size_t kKept = 24;
+  // then each other lane count for the best kLaneTrials matrix units with their KV channels,
+  // each on its best tiling (vector work grows with the model's width per token, so the lanes
+  // move a design's rank less than its matrix unit and KV channels, and not with the tiling).
+  constexpr std::size_t kKept = 24, kLaneTrials = 8;
   for (int cards = 1; cards <= req.max_cards; cards *= 2) {
     if (cards > 1 && !all.empty()) break;  // more cards only when one does not fit
     for (auto [rows, cols] : shapes)
@@ -304,14 +305,23 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   }
   std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
   std::vector<arch::Design> best;
-  for (std::size_t i = 0; i < std::min(all.size(), kKept); ++i) best.push_back(all[i].design);
+  for (const Candidate& c : all) {
+    if (best.size() == kLaneTrials) break;
+    const arch::Design& d = c.design;
+    if (std::none_of(best.begin(), best.end(), [&](const arch::Design& b) {
+          return b.matrix_unit.rows == d.matrix_unit.rows && b.matrix_unit.cols == d.matrix_unit.cols &&
+                 b.memory.kv_channels == d.memory.kv_channels && b.parallel.cards == d.parallel.cards;
+        }))
+      best.push_back(d);
+  }
   for (const arch::Design& b : best)
     for (std::size_t l = 1; l < arch::kVectorLanes.size(); ++l)
       evaluate(b.matrix_unit.rows, b.matrix_unit.cols, {b.tiling.tile_rows, b.tiling.tile_cols}, b.memory.kv_channels,
                arch::kVectorLanes[l], b.parallel.cards);
-  r.method.push_back(fmt::format("5. vector lanes: {} for every design above, then {} to {} for the {} best (the lanes "
-                                 "are a choice of their own; attention takes one KV beat per cycle whatever they are)",
-                                 arch::kVectorLanes.front(), arch::kVectorLanes[1], arch::kVectorLanes.back(), kKept));
+  r.method.push_back(fmt::format("5. vector lanes: {} for every design above, then {} to {} for the {} best matrix units "
+                                 "with their KV channels, on their best tiling (the lanes are a choice of their own; "
+                                 "attention takes one KV beat per cycle whatever they are)",
+                                 arch::kVectorLanes.front(), arch::kVectorLanes[1], arch::kVectorLanes.back(), best.size()));
   std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
   r.pareto = pareto_front(all);
   if (all.size() > kKept) all.resize(kKept);

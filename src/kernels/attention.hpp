@@ -263,26 +263,21 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
       if (p0 > last_key) break;
       // Load stage: the block's keys and values into kblk, vblk as stored (the compute
       // loops convert them; each array is reshaped into words of A elements), one pipelined
-      // loop per bundle group so that the request latency is paid once per block, not
-      // once per key: first the int8 scales of the block's keys (their own bundles), then
-      // the K and V rows, A consecutive elements of a key and of a value per cycle (one
-      // wide beat of each KV bundle: the top declares them with max_widen_bitwidth=512),
-      // key after key, as one flattened loop.
+      // loop so that the request latency is paid once per block, not once per key: A
+      // consecutive elements of a key and of a value per cycle (one wide beat of each KV
+      // bundle: the top declares them with max_widen_bitwidth=512), key after key, as one
+      // flattened loop; on a key's first beat, its int8 scales from their own bundles.
       const int nb = last_key - p0 + 1 < B ? last_key - p0 + 1 : B;
-      if (KV_BITS == 8) {
-        for (int j = 0; j < B; ++j) {
-#pragma HLS PIPELINE II=1
-          if (j >= nb) break; else FPGALLM_TRIP("attention_load_scales");
-          const long srow = detail::kv_scale_index<KV_BITS>(p0 + j, cache.kv_heads, kvh);
-          kscale[j] = cache.k_scale[srow];
-          vscale[j] = cache.v_scale[srow];
-        }
-      }
       int key = 0, col = 0;
       for (int x = 0; x < B * (DL / A); ++x) {
 #pragma HLS PIPELINE II=1
         if (key >= nb) break; else FPGALLM_TRIP("attention_load_kv");
         const long row = static_cast<long>(p0 + key) * cache.kv_dim + kvh * head_dim;
+        if (KV_BITS == 8 && col == 0) {
+          const long srow = detail::kv_scale_index<KV_BITS>(p0 + key, cache.kv_heads, kvh);
+          kscale[key] = cache.k_scale[srow];
+          vscale[key] = cache.v_scale[srow];
+        }
         for (int e = 0; e < A; ++e) {
           if (col + e < head_dim) {
             kblk[key][col + e] = cache.k[row + col + e];
