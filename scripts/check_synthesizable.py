@@ -596,18 +596,19 @@ CAST_NAMES = {"static_cast", "reinterpret_cast", "const_cast", "int", "long", "f
 # through, why it is known). A matching finding is printed as "known" and does not fail;
 # every entry is listed with the II expected of Vitis HLS in docs/accelerator.md.
 KNOWN_FINDINGS = (
-    # Attention's load stage: the KV address (p0 + key) * kv_dim + kvh * head_dim + col + e
-    # follows the counters key and col, not the loop variable, and each lane's read is
-    # conditional (col + e < head_dim): no burst, no widening to one 512-bit beat; and the
-    # lanes write kblk/vblk at col + e, a bank known only at run time. Expected II about
-    # LANES or more, not 1 (issue 27 item 3: contiguous per-head KV blocks read in bursts).
-    # On each key's first beat its int8 scales, at (p0 + key) * kv_heads + kvh: a request of
-    # 4 bytes per key, consecutive only where kv_heads is 1 (in a loop of their own they were
-    # strided just the same).
-    ("burst", "attention_load_kv", ("kv_k", "kv_v", "kv_k_scale", "kv_v_scale"), "attention",
+    # Attention's loads, in the scores loop of the first query that sees a block: the KV
+    # address (p0 + j) * kv_dim + kvh * head_dim + c * A + e follows the counters j and c,
+    # not the loop variable, and each lane's read is conditional (load, j < nb,
+    # c * A + e < head_dim): no burst, no widening to one 512-bit beat; and the lanes write
+    # kblk/vblk at c * A + e, a bank known only at run time. Expected II about LANES or more,
+    # not 1 (issue 27 item 3: contiguous per-head KV blocks read in bursts). On each key's
+    # first beat its int8 scales, at (p0 + j) * kv_heads + kvh: a request of 4 bytes per key,
+    # consecutive only where kv_heads is 1 (in a loop of their own they were strided just
+    # the same).
+    ("burst", "attention_scores", ("kv_k", "kv_v", "kv_k_scale", "kv_v_scale"), "attention",
      "issue 27 item 3: attention's KV loads, conditional and not affine in the loop variable"),
-    ("runtime-index", "attention_load_kv", ("kblk", "vblk"), "attention",
-     "issue 27 item 3: the KV block written at the run-time column col"),
+    ("runtime-index", "attention_scores", ("kblk", "vblk"), "attention",
+     "issue 27 item 3: the KV block written at the run-time column c * A + e"),
     # The same head offset in the per-head vector operations on the top's q and k arrays:
     # Qwen3's head norms (sum of squares and scale), RoPE of every head, and the int8 KV
     # store's max |x| and codes (kv_write<int8>, only where the design's kv_bits is 8).

@@ -233,63 +233,63 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   const std::int64_t keys = in.context;
   std::int64_t pairs = 0;
   for (int t = 0; t < in.tokens; ++t) pairs += in.pos + t + 1;
-  // (query, block) pairs, one pass of the compute loops each, by the positions the pass
-  // sweeps: the keys of the block the query sees, at least kernels::kAddSlots. Full blocks
-  // first, then each query's last block (a run of equal sweeps is one entry).
+  // (query, block) pairs, one pass of the compute loops each. The first query that sees a
+  // block loads it in its scores loop, which then sweeps the block's keys (those the step
+  // sees in it); every other scores loop and every values loop sweeps the keys its query
+  // sees; each at least kernels::kAddSlots positions. Equal passes are one entry.
+  struct Pass {
+    std::int64_t scores, loads, values;  // positions swept; keys loaded (0: none)
+    bool operator==(const Pass&) const = default;
+  };
+  std::vector<std::pair<Pass, std::int64_t>> passes_of;  // (pass, passes per head)
+  const std::int64_t slots = kernels::kAddSlots;
+  for (int t = 0; t < in.tokens; ++t) {
+    const std::int64_t last = in.pos + t;
+    for (std::int64_t p0 = 0; p0 <= last; p0 += kKvBlock) {
+      const std::int64_t n = std::min<std::int64_t>(kKvBlock, last - p0 + 1);
+      const bool loads = t == std::max<std::int64_t>(0, p0 - in.pos);
+      const std::int64_t nb = std::min<std::int64_t>(kKvBlock, keys - p0);
+      const Pass pass{std::max(loads ? nb : n, slots), loads ? nb : 0, std::max(n, slots)};
+      const auto same = std::find_if(passes_of.begin(), passes_of.end(), [&](const auto& e) { return e.first == pass; });
+      if (same != passes_of.end())
+        ++same->second;
+      else
+        passes_of.push_back({pass, 1});
+    }
+  }
   std::int64_t blocks_seen = 0;
-  std::vector<std::pair<std::int64_t, std::int64_t>> sweeps_of;  // (positions swept, passes per head)
-  auto add_passes = [&](std::int64_t positions, std::int64_t n) {
-    if (n <= 0) return;
-    positions = std::max<std::int64_t>(positions, kernels::kAddSlots);
-    if (!sweeps_of.empty() && sweeps_of.back().first == positions)
-      sweeps_of.back().second += n;
-    else
-      sweeps_of.emplace_back(positions, n);
-  };
-  std::int64_t full_passes = 0;
-  for (int t = 0; t < in.tokens; ++t) full_passes += (in.pos + t + 1) / kKvBlock;
-  add_passes(kKvBlock, full_passes);
-  for (int t = 0; t < in.tokens; ++t) add_passes((in.pos + t + 1) % kKvBlock, (in.pos + t + 1) % kKvBlock > 0);
-  for (const auto& [positions, n] : sweeps_of) blocks_seen += n;
+  for (const auto& [pass, n] : passes_of) blocks_seen += n;
   const double key_bytes = double(hd) * kv_elem;
-  // Per head, per block of kKvBlock keys: its K and V rows as one flattened pipelined loop
-  // of keys x beats, lanes elements per beat of each widened KV bundle (a key's int8 scales
-  // on its first beat, from their own bundles); the loop waits for one request latency.
-  // Full blocks, then the last (possibly shorter) one.
-  const std::int64_t blocks = ceil_div(keys, kKvBlock), last_keys = keys - (blocks - 1) * kKvBlock;
-  auto block_load = [&](std::int64_t n) { return r.kv_latency + bound(double(n * beat), n * key_bytes, r.kv); };
-  double loads = 0;
-  auto blocks_of = [&](const char* which, std::int64_t n_blocks, std::int64_t n_keys) {
-    if (n_blocks <= 0) return;
-    const std::int64_t calls = n_blocks * in.heads;
-    loads += b.loop([&] { return fmt::format("attention: load K, V of {}", which); }, "attention_load_kv", n_keys * beat,
-                    1, 0, calls, double(calls) * block_load(n_keys),
-                    "one request per block on each KV bundle, keys x beats flattened, attention_lanes elements per beat; "
-                    "int8 scales on each key's first beat from the scale bundles");
-  };
-  blocks_of("a full block", blocks - 1, kKvBlock);
-  blocks_of("the last block", blocks > 0 ? 1 : 0, last_keys);
   const std::int64_t head_queries = std::int64_t(in.tokens) * in.heads, passes = blocks_seen * in.heads;
   double c = b.simple("attention: clear acc", "attention_clear", vector_beat, head_queries);
   c += b.simple("attention: load the query head", "attention_load_q", hd, head_queries,
                 "one element per cycle (a run-time offset into q)");
-  // Per (query, block): the three compute loops over the keys the query sees, each
-  // pipelined at II=1 and charged its depth once per call (their chains of cores above).
+  // Per (query, block): the three compute loops, each pipelined at II=1 and charged its
+  // depth once per call (their chains of cores above). A loading scores loop waits for one
+  // request latency and reads a beat of K and of V per key and beat, at the KV bundles' rate.
   const int scores_depth = 2 + kFmul + log2_ceil(lanes) * kFadd + kFadd + kFdiv;
   const int values_depth = 2 + kFadd + kExpDepth + kFmul + kFadd;
   const int combine_depth = 2 + log2_ceil(kernels::kAddSlots) * kFadd + kFmul + kFadd;
   const int correction = (kernels::kAddSlots - 1) * kFcmp + kFadd + kExpDepth;
-  for (const auto& [positions, n] : sweeps_of) {
-    const std::int64_t trip = beat * positions, calls = n * in.heads;
-    c += b.loop("attention: scores (q . k, max)", "attention_scores", trip, 1, scores_depth, calls,
-                double(calls) * double(trip + scores_depth),
-                "beats x the block's keys the query sees (at least kAddSlots); the lane tree of products, the sum "
-                "over beats, / sqrt(d), running maxima");
+  for (const auto& [pass, n] : passes_of) {
+    const std::int64_t trip = beat * pass.scores, calls = n * in.heads;
+    const double sweep = pass.loads > 0 ? r.kv_latency + bound(double(trip), pass.loads * key_bytes, r.kv) : double(trip);
+    if (pass.loads > 0)
+      c += b.loop([&] { return fmt::format("attention: scores (q . k, max), loading {} keys of K, V", pass.loads); },
+                  "attention_scores", trip, 1, scores_depth, calls, double(calls) * (sweep + scores_depth),
+                  "beats x the block's keys the step sees (at least kAddSlots): a beat of K and of V per cycle from "
+                  "the KV bundles, a key's int8 scales on its first beat; the lane tree of products, the sum over "
+                  "beats, / sqrt(d), running maxima");
+    else
+      c += b.loop("attention: scores (q . k, max)", "attention_scores", trip, 1, scores_depth, calls,
+                  double(calls) * (sweep + scores_depth),
+                  "beats x the block's keys the query sees (at least kAddSlots); the lane tree of products, the sum "
+                  "over beats, / sqrt(d), running maxima");
   }
   c += b.loop("attention: correction exp(m - m_new)", "attention_correction", 1, 1, 0, passes, double(passes) * correction,
               "the block's maximum from the running maxima, then one exp (sequential)");
-  for (const auto& [positions, n] : sweeps_of) {
-    const std::int64_t trip = beat * positions, calls = n * in.heads;
+  for (const auto& [pass, n] : passes_of) {
+    const std::int64_t trip = beat * pass.values, calls = n * in.heads;
     c += b.loop("attention: values (p = exp(s - m), p v)", "attention_values", trip, 1, values_depth, calls,
                 double(calls) * double(trip + values_depth),
                 "beats x the block's keys the query sees (at least kAddSlots); kAddSlots partial sums of p v and of p");
@@ -297,7 +297,7 @@ void attention(const Design& d, const Instruction& in, const PortRates& r, Build
   c += b.loop("attention: combine (acc x corr + slots)", "attention_combine", vector_beat, 1, combine_depth, passes,
               double(passes) * double(vector_beat + combine_depth));
   c += b.simple("attention: store", "attention_store", hd, head_queries);
-  w.body_cycles = loads + c;
+  w.body_cycles = c;
   w.kv_read_bytes = 2 * std::int64_t(key_bytes) * keys * in.heads;
   w.macs = 2 * pairs * in.heads * hd;
 }

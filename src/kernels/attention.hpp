@@ -162,10 +162,10 @@ inline void kv_write(float* dst, float*, const float* src, int n) {
   }
 }
 
-// Element i of a cached head vector in fp32.
-inline float kv_read(const i8* row, const float* scale, int i) { return static_cast<float>(row[i]) * scale[0]; }
-inline float kv_read(const std::uint16_t* row, const float*, int i) { return half_to_float(row[i]); }
-inline float kv_read(const float* row, const float*, int i) { return row[i]; }
+// A cached element in fp32 (its key's int8 scale at `scale`; other formats read none).
+inline float kv_read(i8 code, const float* scale) { return static_cast<float>(code) * scale[0]; }
+inline float kv_read(std::uint16_t half, const float*) { return half_to_float(half); }
+inline float kv_read(float x, const float*) { return x; }
 
 // Offset of the scale of (position, kv head) for int8 caches; other formats have no
 // scales and read none.
@@ -261,47 +261,29 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
     for (int b = 0; b < ACFG::max_blocks; ++b) {
       const int p0 = b * B;
       if (p0 > last_key) break;
-      // Load stage: the block's keys and values into kblk, vblk as stored (the compute
-      // loops convert them; each array is reshaped into words of A elements), one pipelined
-      // loop so that the request latency is paid once per block, not once per key: A
-      // consecutive elements of a key and of a value per cycle (one wide beat of each KV
-      // bundle: the top declares them with max_widen_bitwidth=512), key after key, as one
-      // flattened loop; on a key's first beat, its int8 scales from their own bundles.
+      // The block's keys: nb, every key a query of this step sees in it.
       const int nb = last_key - p0 + 1 < B ? last_key - p0 + 1 : B;
-      int key = 0, col = 0;
-      for (int x = 0; x < B * (DL / A); ++x) {
-#pragma HLS PIPELINE II=1
-        if (key >= nb) break; else FPGALLM_TRIP("attention_load_kv");
-        const long row = static_cast<long>(p0 + key) * cache.kv_dim + kvh * head_dim;
-        if (KV_BITS == 8 && col == 0) {
-          const long srow = detail::kv_scale_index<KV_BITS>(p0 + key, cache.kv_heads, kvh);
-          kscale[key] = cache.k_scale[srow];
-          vscale[key] = cache.v_scale[srow];
-        }
-        for (int e = 0; e < A; ++e) {
-          if (col + e < head_dim) {
-            kblk[key][col + e] = cache.k[row + col + e];
-            vblk[key][col + e] = cache.v[row + col + e];
-          }
-        }
-        col += A;
-        if (col >= head_dim) {
-          col = 0;
-          ++key;
-        }
-      }
-      // Compute stage: every query of the step against this block, in three pipelined loops
-      // (II=1) that never wait for a result of their own previous iteration:
+      bool loaded = false;  // the first query that sees the block loads it, in its scores loop
+      // Every query of the step against this block, in three pipelined loops (II=1) that
+      // never wait for a result of their own previous iteration:
       //   scores  (beat c, position j): s[j] gathers the lane tree of q . k over the beats
       //           (the same s[j] returns nn >= kAddSlots iterations later, no sooner than
       //           an adder's latency);
-      //           on the last beat s[j] / sqrt(d) and kAddSlots running maxima;
+      //           on the last beat s[j] / sqrt(d) and kAddSlots running maxima. The first
+      //           query that sees the block loads it here, as it computes: beat c of key j
+      //           of K and of V from their bundles (A elements each: one 512-bit beat, the
+      //           top declares them with max_widen_bitwidth=512) into kblk, vblk as stored
+      //           (the compute converts them; each array is reshaped into words of A
+      //           elements), a key's int8 scales from their own bundles on its first beat;
+      //           its sweep covers the nb keys of the block, those past its own taking
+      //           their cycle with nothing added;
       //   values  (beat c, position j): p[j] = exp(s[j] - m_new) on the first beat, then
       //           kAddSlots partial sums (slot j mod kAddSlots) of p v per element and of p;
       //   combine (beat c): acc = acc x corr + the tree of the slots, l likewise.
-      // The scores and values loops sweep the block's n keys of this query, and never fewer
-      // than kAddSlots positions (those past the last key take their cycle with nothing
-      // added): a query at the start of a block pays for its keys, not for the block.
+      // The scores and values loops sweep the block's n keys of this query (the loading
+      // query's scores loop its nb), and never fewer than kAddSlots positions (those past
+      // the last key take their cycle with nothing added): a query at the start of a block
+      // pays for its keys, not for the block.
       for (int t = 0; t < Q; ++t) {
         if (t >= tokens) break;
         const int last = pos0 + t;
@@ -311,18 +293,36 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
 #pragma HLS ARRAY_PARTITION variable=mx complete
         for (int d = 0; d < kAddSlots; ++d) mx[d] = -INFINITY;
         const int beats = (head_dim + A - 1) / A;
-        const int nn = n > kAddSlots ? n : kAddSlots;
+        const bool load = !loaded;
+        loaded = true;
+        const int swept = load ? nb : n;
+        const int nn = swept > kAddSlots ? swept : kAddSlots;
         int c = 0, j = 0;
         for (int x = 0; x < (DL / A) * B; ++x) {
 #pragma HLS PIPELINE II=1
 #pragma HLS DEPENDENCE variable=s inter distance=kAddSlots true
 #pragma HLS DEPENDENCE variable=mx inter distance=kAddSlots true
           if (c >= beats) break; else FPGALLM_TRIP("attention_scores");
+          if (load && j < nb) {
+            const long row = static_cast<long>(p0 + j) * cache.kv_dim + kvh * head_dim;
+            if (KV_BITS == 8 && c == 0) {
+              const long srow = detail::kv_scale_index<KV_BITS>(p0 + j, cache.kv_heads, kvh);
+              kscale[j] = cache.k_scale[srow];
+              vscale[j] = cache.v_scale[srow];
+            }
+            for (int e = 0; e < A; ++e) {
+              const int i = c * A + e;
+              if (i < head_dim) {
+                kblk[j][i] = cache.k[row + i];
+                vblk[j][i] = cache.v[row + i];
+              }
+            }
+          }
           float prod[A];
 #pragma HLS ARRAY_PARTITION variable=prod complete
           for (int e = 0; e < A; ++e) {
             const int i = c * A + e;
-            prod[e] = j < n && i < head_dim ? qh[t][i] * detail::kv_read(kblk[j], kscale + j, i) : 0.0f;
+            prod[e] = j < n && i < head_dim ? qh[t][i] * detail::kv_read(kblk[j][i], kscale + j) : 0.0f;
           }
           const float sum = tree_sum<A>(prod);
           const float total = c == 0 ? sum : s[j] + sum;
@@ -344,6 +344,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
           if (mx[d] > bmax) bmax = mx[d];
         const float m_new = bmax > m[t] ? bmax : m[t];
         const float corr = exp_table<VCFG::exp_table_bits>(m[t] - m_new);
+        const int nv = n > kAddSlots ? n : kAddSlots;  // the values sweep the query's own keys
         c = 0;
         j = 0;
         for (int x = 0; x < (DL / A) * B; ++x) {
@@ -360,10 +361,10 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
           const float pj = p[j];
           for (int e = 0; e < A; ++e) {
             const int i = c * A + e;
-            const float pv = j < n && i < head_dim ? pj * detail::kv_read(vblk[j], vscale + j, i) : 0.0f;
+            const float pv = j < n && i < head_dim ? pj * detail::kv_read(vblk[j][i], vscale + j) : 0.0f;
             part[slot][i] = j < kAddSlots ? pv : part[slot][i] + pv;
           }
-          if (++j == nn) {
+          if (++j == nv) {
             j = 0;
             ++c;
           }
