@@ -306,6 +306,10 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
     const std::int64_t unit_batch = has_weights(op.kind) ? batch : (batch + cu - 1) / cu;
     compute_cycles = double(unit_batch) * op.m * std::ceil(double(unit_rows) / mu.rows) *
                      std::ceil(double(cols) * density / mu.cols) * mu.ii;
+    // Causal prefill attention computes the triangle of scores, not the square of m x span:
+    // the workload's flops give the share, (P + 1) / 2P for a prompt of P tokens (1 in decode).
+    if (!has_weights(op.kind) && op.flops > 0)
+      compute_cycles *= std::min(1.0, op.flops / (2.0 * double(op.m) * op.n * op.k * op.batch));
     if (has_weights(op.kind) && !x.place.weights_on_chip) {
       const double fetches = std::ceil(double(op.m) / d.tiling.prefill_block);
       weight_bytes = stored_weight_bytes(d, op) * share * fetches;
@@ -861,11 +865,15 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
 
 }  // namespace
 
-MemoryFit memory_fit(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c) {
+MemoryFit memory_fit(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c,
+                     Hardware hardware) {
   WorkloadCache own;
   const Stored stored = stored_bytes(d, w, w.cache ? *w.cache : own);
-  const Placement pl = place_banked(d, dev, stored.weights, stored.kv, d.parallel.cards, w.decode.config, c);
-  return {pl.fits, pl.text};
+  const Placement pl = hardware == Hardware::fpgallm_kernels
+                           ? place_banked(d, dev, stored.weights, stored.kv, d.parallel.cards, w.decode.config, c)
+                           : place(d, dev, stored.weights, stored.kv, d.parallel.cards, c);
+  auto index = [&](const hw::MemoryPool* pool) { return pool ? int(pool - dev.memory.data()) : -1; };
+  return {pl.fits, pl.text, index(pl.weights), index(pl.kv)};
 }
 
 std::optional<hw::MemoryMap> bank_map(const arch::Design& d, const hw::Device& dev, const model::Config& config,
