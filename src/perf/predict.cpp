@@ -317,6 +317,9 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
     kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * x.kv_scale * share;
   } else {
     double elements = double(op.m) * op.n * op.batch;
+    // Causal prefill: softmax over the triangle of scores the queries see, not the square.
+    if (op.kind == graph::OpKind::softmax && op.flops > 0)
+      elements = std::ceil(elements * std::min(1.0, op.flops / (graph::kSoftmaxFlops * elements)));
     if (x.tensor && op.kind == graph::OpKind::softmax) elements = std::ceil(elements / n);
     compute_cycles = vector_passes(op.kind) * std::ceil(elements / (double(d.vector_unit.lanes) * cu));
     if (op.kind == graph::OpKind::embedding && !x.place.weights_on_chip) weight_bytes = op.weight_bytes;

@@ -15,12 +15,14 @@ namespace perf {
 namespace {
 
 // The ideal-unit assumptions in the order compare_paths applies them.
-enum Step { attention, matmul, kv_memory, kv_channels, fixed_costs, kSteps };
+enum Step { attention, classifier, matmul, vector, kv_memory, kv_channels, fixed_costs, kSteps };
 
 bool wanted(const arch::IdealUnits& u, int step) {
   switch (step) {
     case attention: return u.attention_on_matrix_unit;
+    case classifier: return u.classifier_last_token_only;
     case matmul: return u.matmul_stages_overlapped;
+    case vector: return u.vector_work_as_operators;
     case kv_memory: return u.kv_in_first_free_memory;
     case kv_channels: return u.kv_over_all_kv_channels;
     case fixed_costs: return u.fixed_costs_per_operation;
@@ -31,7 +33,9 @@ bool wanted(const arch::IdealUnits& u, int step) {
 const char* field_name(int step) {
   switch (step) {
     case attention: return "attention_on_matrix_unit";
+    case classifier: return "classifier_last_token_only";
     case matmul: return "matmul_stages_overlapped";
+    case vector: return "vector_work_as_operators";
     case kv_memory: return "kv_in_first_free_memory";
     case kv_channels: return "kv_over_all_kv_channels";
     case fixed_costs: return "fixed_costs_per_operation";
@@ -52,8 +56,37 @@ struct Costing {
   arch::PortRates first_free;    // the KV cache in the per-operation model's memory
   int kv_ports_kernel = 2, kv_ports_first_free = 2;  // KV channels of each memory the design reads over
 
-  // Cycles of one instruction (one card's part) with the assumptions of `on` in force.
-  double cycles(const arch::Instruction& in, const Applied& on) const {
+  // QK and PV of an attention instruction on the matrix unit, each head's product a matrix
+  // of its own: per query over all `context` keys, q K^T in ceil(context / rows) x
+  // ceil(head_dim / cols) steps and p V in ceil(head_dim / rows) x ceil(context / cols), scaled
+  // to the (query, key) pairs the step's queries see (causal).
+  double attention_mac_cycles(const arch::Instruction& in) const {
+    auto ceil_div = [](double a, double b) { return std::ceil(a / b); };
+    const auto& mu = d.matrix_unit;
+    const double per_query = ceil_div(in.context, mu.rows) * ceil_div(in.head_dim, mu.cols) +
+                             ceil_div(in.head_dim, mu.rows) * ceil_div(in.context, mu.cols);
+    double pairs = 0;
+    for (int t = 0; t < in.tokens; ++t) pairs += in.pos + t + 1;
+    return double(in.heads) * per_query * pairs / std::max(1, in.context) * std::max(1, mu.ii);
+  }
+
+  // Softmax of an attention instruction on the vector unit: three passes (maximum, exponent
+  // sum, normalization) over the scores the step's queries see, lanes per cycle.
+  double softmax_cycles(const arch::Instruction& in) const {
+    double pairs = 0;
+    for (int t = 0; t < in.tokens; ++t) pairs += in.pos + t + 1;
+    return 3 * std::ceil(double(in.heads) * pairs / d.vector_unit.lanes);
+  }
+
+  // Cycles of one instruction (one card's part) with the assumptions of `on` in force;
+  // `last_logits`: the prefill's last classifier instruction.
+  double cycles(const arch::Instruction& ins, const Applied& on, bool last_logits) const {
+    arch::Instruction in = ins;
+    if (on[classifier] && in.op == arch::Op::matmul && in.linear == model::Linear::cls && in.tokens > 1) {
+      if (!last_logits) return 0;
+      in.host_bytes /= in.tokens;
+      in.tokens = 1;
+    }
     arch::PortRates r = kernel_rates;
     int kv_ports = kv_ports_kernel;
     if (on[kv_memory]) {
@@ -74,11 +107,16 @@ struct Costing {
     double body = w0.cycles - arch::kInstructionWords;
     const double macs_per_cycle = double(d.matrix_unit.rows) * d.matrix_unit.cols / std::max(1, d.matrix_unit.ii);
     if (on[attention] && in.op == arch::Op::attention)
-      body = std::max(double(w.macs) / macs_per_cycle, double(w.kv_read_bytes) / (2 * r.kv));
+      body = std::max(attention_mac_cycles(in), double(w.kv_read_bytes) / (2 * r.kv)) + softmax_cycles(in);
     if (on[matmul] && in.op == arch::Op::matmul) {
       const double channels = std::clamp(r.weight_channels, 1, std::max(1, d.memory.weight_channels));
       body = std::max(double(w.stream_bytes) / (r.weight_channel * channels), double(w.macs) / macs_per_cycle) +
              w0.host_cycles;
+    }
+    if (on[vector] && w.unit == arch::UnitKind::vector && in.op != arch::Op::attention && in.op != arch::Op::embed) {
+      if (in.op == arch::Op::quantize || in.op == arch::Op::kv_store) return 0;
+      const int passes = in.op == arch::Op::norm || in.op == arch::Op::head_norm ? 2 : 1;
+      body = passes * std::ceil(double(in.vector_elements()) / d.vector_unit.lanes);
     }
     if (on[fixed_costs]) {
       int channels = 0;
@@ -100,18 +138,24 @@ struct Costing {
 // (index k: the first k wanted steps applied; index 0 is 0).
 std::array<double, kSteps + 1> savings(const Costing& k, const std::vector<ProgramRun>& runs, int share, double f,
                                        const arch::IdealUnits& ideal) {
+  auto is_logits = [](const arch::Instruction& in) { return in.op == arch::Op::matmul && in.linear == model::Linear::cls; };
+  std::size_t last_logits_run = 0;
+  for (std::size_t r = 0; r < runs.size(); ++r)
+    for (const arch::Instruction& in : runs[r].program->shapes)
+      if (is_logits(in)) last_logits_run = r;
   std::array<double, kSteps + 1> saved{};
   std::vector<std::array<double, kSteps + 1>> per_shape;
-  for (const ProgramRun& run : runs) {
-    const ShapedProgram& sp = *run.program;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const ShapedProgram& sp = *runs[r].program;
     per_shape.assign(sp.shapes.size(), {});
     for (std::size_t s = 0; s < sp.shapes.size(); ++s) {
       const arch::Instruction part = arch::shard(sp.shapes[s], share);
+      const bool last_logits = r == last_logits_run && is_logits(part);
       Applied on{};
-      const double kernel = k.cycles(part, on);
+      const double kernel = k.cycles(part, on, last_logits);
       for (int step = 0; step < kSteps; ++step) {
         if (wanted(ideal, step)) on[step] = true;
-        per_shape[s][step + 1] = (kernel - k.cycles(part, on)) / f;
+        per_shape[s][step + 1] = (kernel - k.cycles(part, on, last_logits)) / f;
       }
     }
     for (int shape : sp.shape_of)
@@ -178,7 +222,9 @@ TwoPaths compare_paths(const arch::Design& d, const hw::Device& dev, const Workl
   const std::array<std::string, kSteps> what = {
       fmt::format("attention on the vector unit ({} lanes, one KV beat per cycle) instead of the {} x {} matrix unit",
                   d.vector_unit.lanes, d.matrix_unit.rows, d.matrix_unit.cols),
+      "logits of every prompt token instead of the last one",
       "matmul stages in sequence (tile loads, one-output-per-cycle store) instead of overlapping the MACs",
+      "vector instructions as the kernels run them (quantize and KV-store instructions, per-head loops, parameter loads)",
       fmt::format("KV cache in {} instead of {}", pool_kind(dev, kernel_fit.kv_pool), pool_kind(dev, per_op_fit.kv_pool)),
       fmt::format("KV read over 2 bundles instead of {} channels", kv_channels),
       "fixed costs (controller fetch and request latencies instead of issue, DMA set-up and first access)"};
@@ -232,7 +278,9 @@ void to_json(nlohmann::json& j, const PhasePaths& p) {
 void to_json(nlohmann::json& j, const TwoPaths& t) {
   j = {{"ideal_units",
         {{"attention_on_matrix_unit", t.ideal.attention_on_matrix_unit},
+         {"classifier_last_token_only", t.ideal.classifier_last_token_only},
          {"matmul_stages_overlapped", t.ideal.matmul_stages_overlapped},
+         {"vector_work_as_operators", t.ideal.vector_work_as_operators},
          {"kv_in_first_free_memory", t.ideal.kv_in_first_free_memory},
          {"kv_over_all_kv_channels", t.ideal.kv_over_all_kv_channels},
          {"fixed_costs_per_operation", t.ideal.fixed_costs_per_operation}}},

@@ -19,16 +19,26 @@ namespace arch {
 // Each one replaces a property of the kernels (left) by the per-operation model's (right);
 // compare_paths applies the ones set, in this order.
 struct IdealUnits {
-  // Attention's QK and PV products at the matrix unit's rows x cols / ii MACs per cycle,
-  // the KV stream overlapping them, softmax inside that stream; not the attention loops of
-  // the vector unit (one KV beat per cycle, scores, values and combine one after another).
+  // Attention's QK and PV products on the matrix unit (rows x cols / ii MACs per cycle, each
+  // head's product tiled on its own), the KV stream overlapping them, then softmax's three
+  // passes over the scores on the vector unit's lanes; not the attention loops of the
+  // vector unit (one KV beat per cycle, scores, values and combine one after another).
   bool attention_on_matrix_unit = true;
+  // The prefill's classifier for the prompt's last token only, once (what generation needs);
+  // not the logits of every token of every prefill block, as the kernels compute them.
+  bool classifier_last_token_only = true;
   // A matmul's weight loads, activation loads and requantizing store overlap its MACs: the
   // larger of the weights at the weight channels' rate and the MACs at rows x cols / ii; not
   // the tiled unit's stages (a tile's weight rows and the tokens' activation columns one
   // word per cycle, the store one output per cycle after each row of tiles, the logits one
   // float per cycle).
   bool matmul_stages_overlapped = true;
+  // Vector work as operators: a norm two passes, RoPE, residual adds and activations one
+  // pass over their elements at the vector unit's lanes per cycle, and the quantize and
+  // KV-store instructions inside their producers' store stages; not the kernels' own loops
+  // (the parameters loaded per instruction, RoPE a head vector at a time, quantize and
+  // KV-store instructions of their own).
+  bool vector_work_as_operators = true;
   // The KV cache in the first memory with room after the weights (where the per-operation
   // model puts it); not where the kernels' bank map (connectivity.cfg) puts it.
   bool kv_in_first_free_memory = true;
