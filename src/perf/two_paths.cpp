@@ -220,14 +220,13 @@ TwoPaths compare_paths(const arch::Design& d, const hw::Device& dev, const Workl
   const double f = d.clock_mhz * 1e6;
 
   const std::array<std::string, kSteps> what = {
-      fmt::format("attention on the vector unit ({} lanes, one KV beat per cycle) instead of the {} x {} matrix unit",
-                  d.vector_unit.lanes, d.matrix_unit.rows, d.matrix_unit.cols),
-      "logits of every prompt token instead of the last one",
-      "matmul stages in sequence (tile loads, one-output-per-cycle store) instead of overlapping the MACs",
-      "vector instructions as the kernels run them (quantize and KV-store instructions, per-head loops, parameter loads)",
-      fmt::format("KV cache in {} instead of {}", pool_kind(dev, kernel_fit.kv_pool), pool_kind(dev, per_op_fit.kv_pool)),
-      fmt::format("KV read over 2 bundles instead of {} channels", kv_channels),
-      "fixed costs (controller fetch and request latencies instead of issue, DMA set-up and first access)"};
+      fmt::format("attention on the {}-lane vector unit", d.vector_unit.lanes),
+      "logits of every prompt token",
+      "matmul stages in sequence",
+      "vector instructions as the kernels run them",
+      fmt::format("KV cache in {} not {}", pool_kind(dev, kernel_fit.kv_pool), pool_kind(dev, per_op_fit.kv_pool)),
+      fmt::format("KV over 2 bundles not {} channels", std::clamp(kv_channels, 1, pool_channels(fp))),
+      "fixed costs (fetch and request latencies vs issue, DMA set-up, first access)"};
   auto explain = [&](PhasePaths& ph, const std::vector<ProgramRun>& runs) {
     const std::array<double, kSteps + 1> saved = savings(costing, runs, share, f, ideal);
     ph.ideal_kernel_s = ph.kernel_s - batch * saved[kSteps];
@@ -237,8 +236,7 @@ TwoPaths compare_paths(const arch::Design& d, const hw::Device& dev, const Workl
       if (wanted(ideal, step))
         ph.parts.push_back({field_name(step), what[std::size_t(step)], batch * (saved[step + 1] - saved[step]) / difference});
     ph.parts.push_back({"rest",
-                        "operations the two lists cost differently (quantize and KV-store instructions, vector passes, "
-                        "pipeline fills, tiling)",
+                        "what the two lists still cost differently (embedding rows, pipeline fills, tile padding)",
                         (ph.ideal_kernel_s - ph.per_operation_s) / difference});
   };
   explain(t.decode, decode_runs);
@@ -255,8 +253,8 @@ std::string two_paths_text(const TwoPaths& t, double threshold) {
     std::string parts;
     for (const PathDifference& p : ph->parts)
       if (std::abs(p.fraction) >= 0.005 || p.assumption == "rest")
-        parts += fmt::format("{}{} {:+.0f}%", parts.empty() ? " " : ", ", p.assumption == "rest" ? "rest" : p.what,
-                           100 * p.fraction);
+        parts += fmt::format("{}{} {:+d}%", parts.empty() ? " " : ", ", p.assumption == "rest" ? "rest" : p.what,
+                           int(std::lround(100 * p.fraction)));
     out += (parts.empty() ? std::string(" (the kernel path is not costed on the instruction list)") : parts) + "\n";
     out += fmt::format("  under ideal units (perf::compare_paths) the kernel path gives {:.4g} ms\n", 1e3 * ph->ideal_kernel_s);
   }
