@@ -105,8 +105,15 @@ TEST(TwoPaths, BreakdownSumsToTheDifference) {
 TEST(TwoPaths, NoAssumptionLeavesTheKernelPath) {
   const Planned p = plan(cases().front());
   ASSERT_NE(p.device, nullptr);
-  const perf::TwoPaths t = perf::compare_paths(p.design, *p.device, p.workloads, arch::IdealUnits{false, false, false, false,
-                                                                                                   false, false, false});
+  arch::IdealUnits none;
+  none.attention_on_matrix_unit = false;
+  none.classifier_last_token_only = false;
+  none.matmul_stages_overlapped = false;
+  none.vector_work_as_operators = false;
+  none.kv_in_first_free_memory = false;
+  none.kv_over_all_kv_channels = false;
+  none.fixed_costs_per_operation = false;
+  const perf::TwoPaths t = perf::compare_paths(p.design, *p.device, p.workloads, none);
   EXPECT_EQ(t.decode.ideal_kernel_s, t.decode.kernel_s);
   ASSERT_EQ(t.decode.parts.size(), 1u);
   EXPECT_EQ(t.decode.parts.front().assumption, "rest");
