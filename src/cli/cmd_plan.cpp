@@ -11,6 +11,7 @@
 #include "model/model.hpp"
 #include "quant/quant.hpp"
 #include "perf/train_step.hpp"
+#include "perf/two_paths.hpp"
 #include "report/svg.hpp"
 #include "util/error.hpp"
 #include "util/json_file.hpp"
@@ -129,7 +130,9 @@ void run(const PlanArgs& a) {
   const auto banks = perf::bank_map(best.design, dev, req.config);
   const std::vector<std::string> bank_lines =
       banks ? hw::map_lines(*banks, dev, best.design, perf::constants().memory_efficiency.value) : std::vector<std::string>{};
+  const perf::TwoPaths two_paths = perf::compare_paths(best.design, dev, w);
   if (a.json) {
+    out["two_paths"] = two_paths;
     out["resources"] = use;
     out["slr_placement"] = slr_lines;
     out["banks"] = bank_lines;
@@ -170,6 +173,7 @@ void run(const PlanArgs& a) {
   if (p.usd_per_mtoken > 0) std::printf("  cost             %10.3f USD per million tokens\n", p.usd_per_mtoken);
   std::printf("  decode time: compute %.3f ms, memory %.3f ms, fixed latencies %.3f ms, host %.3f ms\n",
               1e3 * p.decode.compute_s, 1e3 * p.decode.memory_s, 1e3 * p.decode.fixed_s, 1e3 * p.decode.host_s);
+  std::fputs(perf::two_paths_text(two_paths).c_str(), stdout);
   if (!p.link_bytes_per_token.empty()) {
     std::printf("  card-to-card: %.3f ms of the decode step; bytes sent per token by card", 1e3 * p.decode.link_s);
     for (std::size_t k = 0; k < p.link_bytes_per_token.size(); ++k)

@@ -159,7 +159,6 @@ namespace {
 constexpr double kRmsNormFlops = 4;     // x*x accumulated (2), x*rsqrt (1), *gain (1)
 constexpr double kLayerNormFlops = 7;   // mean (1), subtract (1), square-accumulate (2), scale (1), gain (1), bias (1)
 constexpr double kRopeFlops = 3;        // per element: a pair takes 4 multiplies and 2 adds
-constexpr double kSoftmaxFlops = 5;     // scale, max, subtract, exp, sum; divide folded in the 5th
 constexpr double kSiluGateFlops = 5;    // x*sigmoid(x): negate, exp, add, divide; then *up
 constexpr double kGeluFlops = 8;        // tanh form: x^3 (2), *c, +x, *k, tanh, +1, *0.5x
 constexpr double kLossFlops = 5;        // softmax over the vocabulary plus the log-likelihood term

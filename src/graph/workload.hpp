@@ -45,6 +45,9 @@ const char* to_string(OpKind k);
 const char* to_string(Group g);
 Phase phase_from_string(const std::string& s);  // throws std::invalid_argument
 
+// FLOPs of softmax per score: scale, max, subtract, exp, sum (the divide folded in the 5th).
+inline constexpr double kSoftmaxFlops = 5;
+
 struct Op {
   std::string name;            // "blk.3.wq", "blk.3.attn.score", "blk.3.wq.dw"
   OpKind kind = OpKind::matmul;

@@ -276,12 +276,15 @@ Prediction predict(const arch::Design& design, const hw::Device& device, const W
                    Hardware hardware = Hardware::fpgallm_kernels);
 // Where `design` keeps its weights and KV cache on `device`: predict()'s fits_memory and
 // placement, without the rest of the prediction.
+// `hardware` as in predict(): fpgallm's kernels keep the KV cache where the bank map puts it,
+// a published accelerator in the first memory with room.
 struct MemoryFit {
   bool fits = true;
   std::string placement;
+  int weights_pool = -1, kv_pool = -1;  // index in device.memory; -1: on chip or nowhere
 };
 MemoryFit memory_fit(const arch::Design& design, const hw::Device& device, const Workloads& w,
-                     const Constants& c = constants());
+                     const Constants& c = constants(), Hardware hardware = Hardware::fpgallm_kernels);
 // The emitted kernel's buffers on `device`'s banks (hw/memory_map.hpp: connectivity.cfg's sp=
 // lines and their check) at the design's port rates, for the designs `fpgallm emit` writes
 // (one card, a dense llama-family model streamed from off-chip memory); nullopt otherwise.

@@ -246,6 +246,7 @@ struct FpgaContext {
   double bw_weights = 0, bw_kv = 0, bw_act = 0, bw_pool = 0;  // bytes/s after efficiency
   double latency_weights = 0, latency_kv = 0;                  // first access of a burst, s
   double host_flops = 0, host_bytes_per_s = 0;                 // the CPU of design.host_ops
+  double host_link_bytes_per_s = 0;                            // card <-> that CPU (device pcie_gbps)
   double kv_scale = 1;                                         // design.kv_bits / the workload's KV width
   int heads = 1;                                               // attention heads x sequences of the phase
   Link link = {};
@@ -253,7 +254,10 @@ struct FpgaContext {
 };
 
 // An operator the design leaves to the host or embedded CPU: its flops at the CPU's rate or
-// its bytes at the host memory's, whichever is longer, and one host transfer each way.
+// its bytes at the host memory's, whichever is longer; one host transfer each way, and its
+// activations (in and out) between card and host at the card's pcie_gbps. The classifier's
+// input is the phase's last hidden state, which host_seconds already sends, and its logits
+// stay on the host: it moves nothing more.
 OpTime host_op(const FpgaContext& x, const graph::Op& op) {
   OpTime o;
   o.name = op.name;
@@ -263,7 +267,8 @@ OpTime host_op(const FpgaContext& x, const graph::Op& op) {
   o.flops = op.flops;
   o.compute_s = op.flops / x.host_flops;
   o.memory_s = op.bytes() / x.host_bytes_per_s;
-  o.fixed_s = 2 * x.c.host_transfer_s.value;
+  const double moved = op.kind == graph::OpKind::classifier ? 0.0 : op.activation_bytes;
+  o.fixed_s = 2 * x.c.host_transfer_s.value + moved / x.host_link_bytes_per_s;
   o.time_s = std::max(o.compute_s, o.memory_s) + o.fixed_s;
   o.bound = classify(o.compute_s, o.memory_s, o.fixed_s, 0);
   return o;
@@ -306,6 +311,10 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
     const std::int64_t unit_batch = has_weights(op.kind) ? batch : (batch + cu - 1) / cu;
     compute_cycles = double(unit_batch) * op.m * std::ceil(double(unit_rows) / mu.rows) *
                      std::ceil(double(cols) * density / mu.cols) * mu.ii;
+    // Causal prefill attention computes the triangle of scores, not the square of m x span:
+    // the workload's flops give the share, (P + 1) / 2P for a prompt of P tokens (1 in decode).
+    if (!has_weights(op.kind) && op.flops > 0)
+      compute_cycles *= std::min(1.0, op.flops / (2.0 * double(op.m) * op.n * op.k * op.batch));
     if (has_weights(op.kind) && !x.place.weights_on_chip) {
       const double fetches = std::ceil(double(op.m) / d.tiling.prefill_block);
       weight_bytes = stored_weight_bytes(d, op) * share * fetches;
@@ -313,6 +322,9 @@ OpTime fpga_op(const FpgaContext& x, const graph::Op& op, int tokens) {
     kv_bytes = x.place.kv_on_chip ? 0 : op.kv_bytes * x.kv_scale * share;
   } else {
     double elements = double(op.m) * op.n * op.batch;
+    // Causal prefill: softmax over the triangle of scores the queries see, not the square.
+    if (op.kind == graph::OpKind::softmax && op.flops > 0)
+      elements = std::ceil(elements * std::min(1.0, op.flops / (graph::kSoftmaxFlops * elements)));
     if (x.tensor && op.kind == graph::OpKind::softmax) elements = std::ceil(elements / n);
     compute_cycles = vector_passes(op.kind) * std::ceil(elements / (double(d.vector_unit.lanes) * cu));
     if (op.kind == graph::OpKind::embedding && !x.place.weights_on_chip) weight_bytes = op.weight_bytes;
@@ -674,6 +686,7 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
   x.host_flops = (embedded && dev.host_cpu_gflops.has() ? *dev.host_cpu_gflops : c.server_cpu_gflops.value) * 1e9 *
                  c.host_cpu_efficiency.value;
   x.host_bytes_per_s = embedded ? eta * dev.memory_bandwidth_gbps() * kGB : c.server_memory_gbps.value * kGB;
+  x.host_link_bytes_per_s = pcie_bandwidth(dev, c);
   const bool classifier_on_host = on_host(d, graph::OpKind::classifier);
 
   // Int8 activations with per-token dynamic scales: the tensor split all-reduces their
@@ -849,9 +862,16 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
     std::string ops;
     for (const auto& o : d.host_ops) ops += (ops.empty() ? "" : ", ") + o;
     p.assumptions.push_back({"host_cpu_gflops", x.host_flops / 1e9, "GFLOP/s achieved",
-                             embedded && dev.host_cpu_gflops.has()
-                                 ? dev.host_cpu_gflops.source + " x host_cpu_efficiency"
-                                 : c.server_cpu_gflops.source + " x host_cpu_efficiency"});
+                             (embedded && dev.host_cpu_gflops.has() ? dev.host_cpu_gflops.source
+                                                                    : c.server_cpu_gflops.source) +
+                                 " x host_cpu_efficiency (" + c.host_cpu_efficiency.source + ")"});
+    const std::string shared_ddr =
+        embedded && !dev.memory.empty() ? dev.memory.front().bandwidth_gbps.source + " x memory_efficiency" : "";
+    p.assumptions.push_back({"host_memory_bandwidth", x.host_bytes_per_s / kGB, "GB/s",
+                             embedded ? "the SoC's shared memory: " + shared_ddr : c.server_memory_gbps.source});
+    p.assumptions.push_back({"host_link_bandwidth", x.host_link_bytes_per_s / kGB, "GB/s",
+                             "operands of the host's operators, card <-> host: " +
+                                 (dev.pcie_gbps.has() ? dev.pcie_gbps.source : c.pcie_gbps_default.source)});
     p.notes.push_back("on the " + std::string(embedded ? "embedded" : "host") + " CPU: " + ops);
   }
   for (const auto& gap : d.kernel_gaps()) p.notes.push_back("predicted only; the kernels cannot run it: " + gap);
@@ -861,11 +881,15 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
 
 }  // namespace
 
-MemoryFit memory_fit(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c) {
+MemoryFit memory_fit(const arch::Design& d, const hw::Device& dev, const Workloads& w, const Constants& c,
+                     Hardware hardware) {
   WorkloadCache own;
   const Stored stored = stored_bytes(d, w, w.cache ? *w.cache : own);
-  const Placement pl = place_banked(d, dev, stored.weights, stored.kv, d.parallel.cards, w.decode.config, c);
-  return {pl.fits, pl.text};
+  const Placement pl = hardware == Hardware::fpgallm_kernels
+                           ? place_banked(d, dev, stored.weights, stored.kv, d.parallel.cards, w.decode.config, c)
+                           : place(d, dev, stored.weights, stored.kv, d.parallel.cards, c);
+  auto index = [&](const hw::MemoryPool* pool) { return pool ? int(pool - dev.memory.data()) : -1; };
+  return {pl.fits, pl.text, index(pl.weights), index(pl.kv)};
 }
 
 std::optional<hw::MemoryMap> bank_map(const arch::Design& d, const hw::Device& dev, const model::Config& config,

@@ -416,6 +416,80 @@ TEST(DesignFormat, OperatorsOnTheEmbeddedCpu) {
   EXPECT_TRUE(found);
 }
 
+// A shipped published row with operators on the embedded CPU, by hand (issue 29, must-show
+// 4): row 30 of data/published_results.csv, Li et al. (DATE'25), llama2-7b w4a8-g128 decode
+// on the KV260, its design file (data/published/li_date25_kv260.json) with the norms and
+// softmax left to the Cortex-A53 cores. The paper does not say it runs them there: the test
+// checks the arithmetic, not the row. Each host operator costs
+//   max(flops / (host GFLOP/s x host_cpu_efficiency), bytes / (DDR GB/s x memory_efficiency))
+//   + 2 x host_transfer_s + its activations in and out / pcie_gbps
+// and the decode step is the fabric's operators, those, and the token in and logits out.
+TEST(DesignFormat, HostOperatorArithmeticByHand) {
+  const nlohmann::json j = fpgallm::read_json_file(fpgallm::data_dir() + "/published/li_date25_kv260.json", "design");
+  arch::Design d;
+  arch::from_json(j, d);
+  ASSERT_EQ(j.at("model").get<std::string>(), "llama2-7b");
+  ASSERT_EQ(j.at("quant").get<std::string>(), "w4a8-g128");
+  d.host_ops = {"norm", "softmax"};
+  const hw::Device& kv260 = hw::find_device("kv260");
+  const perf::Constants& c = perf::constants();
+  perf::Scenario s;
+  s.prompt = 1;
+  s.context = d.context;
+  const auto w = perf::lower(*model::find_preset("llama2-7b"), graph::parse_scheme("w4a8-g128"), s);
+  const perf::Prediction p = perf::predict(d, kv260, w, c, perf::Hardware::published_accelerator);
+
+  // The figures, each from its file with its source.
+  ASSERT_TRUE(kv260.embedded_host());
+  const double cpu_peak = 42.7e9;  // devices.json kv260 host_cpu_gflops: 4 A53 x 1.333 GHz x 8 FLOP/cycle
+  EXPECT_EQ(*kv260.host_cpu_gflops, 42.7);
+  EXPECT_EQ(kv260.host_cpu_gflops.source.rfind("DERIVED", 0), 0u) << kv260.host_cpu_gflops.source;
+  const double cpu_efficiency = 0.5;  // perf_model.json host_cpu_efficiency, an ASSUMPTION
+  EXPECT_EQ(c.host_cpu_efficiency.value, cpu_efficiency);
+  EXPECT_EQ(c.host_cpu_efficiency.source.rfind("ASSUMPTION", 0), 0u);
+  const double ddr = 19.2e9 * 0.9;  // the shared DDR4: 64 bit x 2400 MT/s / 8, x memory_efficiency 0.9
+  EXPECT_EQ(kv260.memory.front().bandwidth_gbps.value, 19.2);
+  EXPECT_EQ(c.memory_efficiency.value, 0.9);
+  const double link = 19.2e9;  // devices.json kv260 pcie_gbps: fabric <-> PS through the DDR4
+  EXPECT_EQ(*kv260.pcie_gbps, 19.2);
+  const double transfer = 10e-6;  // perf_model.json host_transfer_s, an ASSUMPTION
+  EXPECT_EQ(c.host_transfer_s.value, transfer);
+  EXPECT_EQ(c.host_transfer_s.source.rfind("ASSUMPTION", 0), 0u);
+  for (const char* name : {"host_cpu_gflops", "host_memory_bandwidth", "host_link_bandwidth"}) {
+    const auto a = std::find_if(p.assumptions.begin(), p.assumptions.end(), [&](const auto& x) { return x.name == name; });
+    ASSERT_NE(a, p.assumptions.end()) << name;
+    EXPECT_FALSE(a->source.empty()) << name;
+  }
+
+  double by_hand = 0;
+  int host_ops = 0;
+  ASSERT_EQ(p.decode.ops.size(), w.decode.ops.size());
+  for (std::size_t i = 0; i < w.decode.ops.size(); ++i) {
+    const graph::Op& op = w.decode.ops[i];
+    const perf::OpTime& o = p.decode.ops[i];
+    ASSERT_EQ(o.name, op.name);
+    if (op.kind != graph::OpKind::norm && op.kind != graph::OpKind::softmax) {
+      EXPECT_FALSE(o.on_host) << op.name;
+      by_hand += o.time_s;  // the fabric's operators: the per-operation model's own figure
+      continue;
+    }
+    ++host_ops;
+    EXPECT_TRUE(o.on_host) << op.name;
+    const double cpu_s = op.flops / (cpu_peak * cpu_efficiency);     // flops / achieved host GFLOP/s
+    const double memory_s = op.bytes() / ddr;                       // bytes / host memory bandwidth
+    const double moved_s = op.activation_bytes / link;               // operands card -> host -> card
+    const double op_s = std::max(cpu_s, memory_s) + 2 * transfer + moved_s;  // + one transfer each way
+    EXPECT_NEAR(o.time_s, op_s, 1e-9 * op_s) << op.name;
+    by_hand += op_s;
+  }
+  EXPECT_EQ(host_ops, 2 * 32 + 1 + 32);  // two norms a layer, the final norm, a softmax a layer
+  // The token id in (4 bytes) and the logits out (32000 fp32) over the same link, a transfer each.
+  const double host_s = 2 * transfer + (4.0 + 32000 * 4.0) / link;
+  EXPECT_NEAR(p.decode.host_s, host_s, 1e-9 * host_s);
+  by_hand += host_s;
+  EXPECT_NEAR(p.decode_step_s, by_hand, 1e-9 * by_hand);
+}
+
 TEST(DesignFormat, WidthsTheKernelsDoNotImplementLoadAndPredict) {
   for (double bits : {1.58, 2.0, 3.0, 5.0, 6.0, 3.5}) {
     arch::Design d = design(64, 128, 64);
