@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arch/units.hpp"
+#include "kernels/attention.hpp"
 #include "perf/workload_cache.hpp"
 
 namespace perf {
@@ -220,7 +221,8 @@ TwoPaths compare_paths(const arch::Design& d, const hw::Device& dev, const Workl
   const double f = d.clock_mhz * 1e6;
 
   const std::array<std::string, kSteps> what = {
-      fmt::format("attention on the {}-lane vector unit", d.vector_unit.lanes),
+      fmt::format("attention on the vector unit ({} elements per cycle)",
+                  kernels::attention_lanes(d.vector_unit.lanes, d.kv_bits)),
       "logits of every prompt token",
       "matmul stages in sequence",
       "vector instructions as the kernels run them",

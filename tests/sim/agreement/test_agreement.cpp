@@ -109,7 +109,7 @@ void expect_schedule_matches_simulation(const std::string& model, const std::str
   // The table names the kernel's loops, each with its trip count, II and depth.
   const std::string table = testing_support::read_bytes(dir + "/proj/schedule.md");
   for (const char* loop : {"fetch instruction", "read_weight_channel", "gather_weight_steps", "matrix_vector_w8a8",
-                           "store_rows", "attention: load K, V of", "write_result (logits)"})
+                           "store_rows", "attention: scores (q . k, max), loading", "write_result (logits)"})
     EXPECT_NE(table.find(loop), std::string::npos) << loop;
 }
 
