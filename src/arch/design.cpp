@@ -120,25 +120,30 @@ std::vector<std::string> Design::problems() const {
 
 std::vector<std::string> Design::kernel_gaps() const {
   std::vector<std::string> p;
-  auto need = [&](bool ok, std::string msg) {
-    if (!ok) p.push_back(std::move(msg));
+  // The message is a string, or a function that makes it (formatted only for a problem).
+  auto need = [&](bool ok, auto&& msg) {
+    if (ok) return;
+    if constexpr (std::is_invocable_v<decltype(msg)>)
+      p.push_back(msg());
+    else
+      p.push_back(std::string(msg));
   };
   const auto& mu = matrix_unit;
-  need(mu.weight_bits == 8 || mu.weight_bits == 4, fmt::format("matrix_unit.weight_bits: {} (the kernels implement 8 and 4)", mu.weight_bits));
-  need(mu.act_bits == 8, fmt::format("matrix_unit.act_bits: {} (the kernels implement 8)", mu.act_bits));
-  need(mu.acc_bits == 32, fmt::format("matrix_unit.acc_bits: {} (the kernels implement 32)", mu.acc_bits));
-  need(kv_bits == 8 || kv_bits == 16 || kv_bits == 32, fmt::format("kv_bits: {} (the kernels implement 8, 16 and 32)", kv_bits));
+  need(mu.weight_bits == 8 || mu.weight_bits == 4, [&] { return fmt::format("matrix_unit.weight_bits: {} (the kernels implement 8 and 4)", mu.weight_bits); });
+  need(mu.act_bits == 8, [&] { return fmt::format("matrix_unit.act_bits: {} (the kernels implement 8)", mu.act_bits); });
+  need(mu.acc_bits == 32, [&] { return fmt::format("matrix_unit.acc_bits: {} (the kernels implement 32)", mu.acc_bits); });
+  need(kv_bits == 8 || kv_bits == 16 || kv_bits == 32, [&] { return fmt::format("kv_bits: {} (the kernels implement 8, 16 and 32)", kv_bits); });
   need(weights.bits == 0 || weights.bits == mu.weight_bits,
-       fmt::format("weights.bits: {} (the kernels store matrix_unit.weight_bits per weight)", weights.bits));
+       [&] { return fmt::format("weights.bits: {} (the kernels store matrix_unit.weight_bits per weight)", weights.bits); });
   need(weights.sparse_n == 0, "weights.sparse_n: the kernels implement dense weights only");
-  need(memory.port_bits == 512, fmt::format("memory.port_bits: {} (the kernels' m_axi ports are 512 bits)", memory.port_bits));
-  need(compute_units == 1, fmt::format("compute_units: {} (the kernels build one compute unit)", compute_units));
+  need(memory.port_bits == 512, [&] { return fmt::format("memory.port_bits: {} (the kernels' m_axi ports are 512 bits)", memory.port_bits); });
+  need(compute_units == 1, [&] { return fmt::format("compute_units: {} (the kernels build one compute unit)", compute_units); });
   need(host_ops.empty(), "host_ops: the accelerator backend runs every operator on the fabric");
   need(!host_launch_per_layer, "host_launch_per_layer: the accelerator backend runs the whole model from one instruction list");
   need(style == Style::overlay, "style: dataflow (the kernels build the overlay: one set of units, weights streamed from off-chip memory)");
-  need(buffers.kv_bytes == 0, fmt::format("buffers.kv_bytes: {} (the kernels keep the KV cache in off-chip memory; 0)", buffers.kv_bytes));
-  need(mu.ii == 1, fmt::format("matrix_unit.ii: {} (the kernels pipeline the matrix unit at II=1)", mu.ii));
-  need(weight_sparsity == 0, fmt::format("weight_sparsity: {} (the kernels compute every weight)", weight_sparsity));
+  need(buffers.kv_bytes == 0, [&] { return fmt::format("buffers.kv_bytes: {} (the kernels keep the KV cache in off-chip memory; 0)", buffers.kv_bytes); });
+  need(mu.ii == 1, [&] { return fmt::format("matrix_unit.ii: {} (the kernels pipeline the matrix unit at II=1)", mu.ii); });
+  need(weight_sparsity == 0, [&] { return fmt::format("weight_sparsity: {} (the kernels compute every weight)", weight_sparsity); });
   need(fuse_attention, "fuse_attention: false (the attention kernel runs scores, softmax and values in one pass)");
   need(!fuse_norm_matmul, "fuse_norm_matmul: true (the kernels run the norm as its own vector-unit instruction)");
   need(vector_unit.format == VectorFormat::fp32, "vector_unit.format: fp16 (the kernels' vector unit computes in fp32)");
@@ -148,60 +153,65 @@ std::vector<std::string> Design::kernel_gaps() const {
 
 std::vector<std::string> Design::model_problems() const {
   std::vector<std::string> p;
-  auto need = [&](bool ok, std::string msg) {
-    if (!ok) p.push_back(std::move(msg));
+  // The message is a string, or a function that makes it (formatted only for a problem).
+  auto need = [&](bool ok, auto&& msg) {
+    if (ok) return;
+    if constexpr (std::is_invocable_v<decltype(msg)>)
+      p.push_back(msg());
+    else
+      p.push_back(std::string(msg));
   };
   const auto& mu = matrix_unit;
-  need(clock_mhz >= 10 && clock_mhz <= 1000, fmt::format("clock_mhz: {} outside 10..1000", clock_mhz));
-  need(pow2(mu.rows) && mu.rows <= 256, fmt::format("matrix_unit.rows: {} must be a power of two in 1..256", mu.rows));
-  need(pow2(mu.cols) && mu.cols <= 256, fmt::format("matrix_unit.cols: {} must be a power of two in 1..256", mu.cols));
+  need(clock_mhz >= 10 && clock_mhz <= 1000, [&] { return fmt::format("clock_mhz: {} outside 10..1000", clock_mhz); });
+  need(pow2(mu.rows) && mu.rows <= 256, [&] { return fmt::format("matrix_unit.rows: {} must be a power of two in 1..256", mu.rows); });
+  need(pow2(mu.cols) && mu.cols <= 256, [&] { return fmt::format("matrix_unit.cols: {} must be a power of two in 1..256", mu.cols); });
   need((mu.weight_bits >= 1 && mu.weight_bits <= 8) || mu.weight_bits == 16,
-       fmt::format("matrix_unit.weight_bits: {} outside 1..8 or 16", mu.weight_bits));
-  need(mu.act_bits == 4 || mu.act_bits == 8 || mu.act_bits == 16, fmt::format("matrix_unit.act_bits: {} (4, 8 or 16)", mu.act_bits));
-  need(mu.acc_bits >= 16 && mu.acc_bits <= 48, fmt::format("matrix_unit.acc_bits: {} outside 16..48", mu.acc_bits));
-  need(mu.ii >= 1 && mu.ii <= 16, fmt::format("matrix_unit.ii: {} outside 1..16", mu.ii));
-  need(mu.pipeline_depth >= 1 && mu.pipeline_depth <= 256, fmt::format("matrix_unit.pipeline_depth: {} outside 1..256", mu.pipeline_depth));
-  need(pow2(vector_unit.lanes) && vector_unit.lanes <= 256, fmt::format("vector_unit.lanes: {} must be a power of two in 1..256", vector_unit.lanes));
-  need(vector_unit.exp_table_bits >= 4 && vector_unit.exp_table_bits <= 12, fmt::format("vector_unit.exp_table_bits: {} outside 4..12", vector_unit.exp_table_bits));
+       [&] { return fmt::format("matrix_unit.weight_bits: {} outside 1..8 or 16", mu.weight_bits); });
+  need(mu.act_bits == 4 || mu.act_bits == 8 || mu.act_bits == 16, [&] { return fmt::format("matrix_unit.act_bits: {} (4, 8 or 16)", mu.act_bits); });
+  need(mu.acc_bits >= 16 && mu.acc_bits <= 48, [&] { return fmt::format("matrix_unit.acc_bits: {} outside 16..48", mu.acc_bits); });
+  need(mu.ii >= 1 && mu.ii <= 16, [&] { return fmt::format("matrix_unit.ii: {} outside 1..16", mu.ii); });
+  need(mu.pipeline_depth >= 1 && mu.pipeline_depth <= 256, [&] { return fmt::format("matrix_unit.pipeline_depth: {} outside 1..256", mu.pipeline_depth); });
+  need(pow2(vector_unit.lanes) && vector_unit.lanes <= 256, [&] { return fmt::format("vector_unit.lanes: {} must be a power of two in 1..256", vector_unit.lanes); });
+  need(vector_unit.exp_table_bits >= 4 && vector_unit.exp_table_bits <= 12, [&] { return fmt::format("vector_unit.exp_table_bits: {} outside 4..12", vector_unit.exp_table_bits); });
   if (!p.empty()) return p;  // the checks below divide by the unit's shape
   need(tiling.tile_rows >= mu.rows && tiling.tile_rows % mu.rows == 0,
-       fmt::format("tiling.tile_rows: {} must be a positive multiple of matrix_unit.rows ({})", tiling.tile_rows, mu.rows));
+       [&] { return fmt::format("tiling.tile_rows: {} must be a positive multiple of matrix_unit.rows ({})", tiling.tile_rows, mu.rows); });
   need(tiling.tile_cols >= mu.cols && tiling.tile_cols % mu.cols == 0,
-       fmt::format("tiling.tile_cols: {} must be a positive multiple of matrix_unit.cols ({})", tiling.tile_cols, mu.cols));
+       [&] { return fmt::format("tiling.tile_cols: {} must be a positive multiple of matrix_unit.cols ({})", tiling.tile_cols, mu.cols); });
   need(tiling.tile_rows <= 65536 && tiling.tile_cols <= 65536, "tiling: tiles larger than 65536");
-  need(tiling.prefill_block >= 1 && tiling.prefill_block <= 4096, fmt::format("tiling.prefill_block: {} outside 1..4096", tiling.prefill_block));
+  need(tiling.prefill_block >= 1 && tiling.prefill_block <= 4096, [&] { return fmt::format("tiling.prefill_block: {} outside 1..4096", tiling.prefill_block); });
   const std::int64_t tile_bytes = std::int64_t(tiling.tile_rows) * tiling.tile_cols * mu.weight_bits / 8;
   need(buffers.weight_bytes >= tile_bytes,
-       fmt::format("buffers.weight_bytes: {} cannot hold one {}x{} weight tile ({} bytes)", buffers.weight_bytes,
-                   tiling.tile_rows, tiling.tile_cols, tile_bytes));
+       [&] { return fmt::format("buffers.weight_bytes: {} cannot hold one {}x{} weight tile ({} bytes)", buffers.weight_bytes,
+                   tiling.tile_rows, tiling.tile_cols, tile_bytes); });
   need(buffers.activation_bytes > 0, "buffers.activation_bytes: must be positive");
   need(buffers.kv_bytes >= 0, "buffers.kv_bytes: must not be negative");
-  need(memory.weight_channels >= 1 && memory.weight_channels <= 64, fmt::format("memory.weight_channels: {} outside 1..64", memory.weight_channels));
-  need(memory.kv_channels >= 0 && memory.kv_channels <= 64, fmt::format("memory.kv_channels: {} outside 0..64", memory.kv_channels));
-  need(memory.activation_channels >= 0 && memory.activation_channels <= 64, fmt::format("memory.activation_channels: {} outside 0..64", memory.activation_channels));
+  need(memory.weight_channels >= 1 && memory.weight_channels <= 64, [&] { return fmt::format("memory.weight_channels: {} outside 1..64", memory.weight_channels); });
+  need(memory.kv_channels >= 0 && memory.kv_channels <= 64, [&] { return fmt::format("memory.kv_channels: {} outside 0..64", memory.kv_channels); });
+  need(memory.activation_channels >= 0 && memory.activation_channels <= 64, [&] { return fmt::format("memory.activation_channels: {} outside 0..64", memory.activation_channels); });
   need(pow2(memory.burst_bytes) && memory.burst_bytes >= 64 && memory.burst_bytes <= 65536,
-       fmt::format("memory.burst_bytes: {} must be a power of two in 64..65536", memory.burst_bytes));
-  need(parallel.cards >= 1 && parallel.cards <= 64, fmt::format("parallel.cards: {} outside 1..64", parallel.cards));
+       [&] { return fmt::format("memory.burst_bytes: {} must be a power of two in 64..65536", memory.burst_bytes); });
+  need(parallel.cards >= 1 && parallel.cards <= 64, [&] { return fmt::format("parallel.cards: {} outside 1..64", parallel.cards); });
   need((parallel.cards == 1) == (parallel.split == Split::none),
-       fmt::format("parallel.split: '{}' with {} card(s) (use 'none' for one card, tensor or pipeline for more)",
-                   to_string(parallel.split), parallel.cards));
-  need(batch >= 1 && batch <= 4096, fmt::format("batch: {} outside 1..4096", batch));
-  need(context >= 1 && context <= (1 << 20), fmt::format("context: {} outside 1..1048576", context));
+       [&] { return fmt::format("parallel.split: '{}' with {} card(s) (use 'none' for one card, tensor or pipeline for more)",
+                   to_string(parallel.split), parallel.cards); });
+  need(batch >= 1 && batch <= 4096, [&] { return fmt::format("batch: {} outside 1..4096", batch); });
+  need(context >= 1 && context <= (1 << 20), [&] { return fmt::format("context: {} outside 1..1048576", context); });
   need(kv_bits == 2 || kv_bits == 4 || kv_bits == 8 || kv_bits == 16 || kv_bits == 32,
-       fmt::format("kv_bits: {} (2, 4 or 8 = integer with a scale per position and head, 16 = fp16, 32 = fp32)", kv_bits));
-  need(weight_sparsity >= 0 && weight_sparsity < 1, fmt::format("weight_sparsity: {} outside [0, 1)", weight_sparsity));
-  need(weights.bits == 0 || (weights.bits >= 1 && weights.bits <= 16), fmt::format("weights.bits: {} outside 1..16 (0 = matrix_unit.weight_bits)", weights.bits));
-  need(weights.group_size >= 0 && weights.group_size <= 65536, fmt::format("weights.group_size: {} outside 0..65536", weights.group_size));
+       [&] { return fmt::format("kv_bits: {} (2, 4 or 8 = integer with a scale per position and head, 16 = fp16, 32 = fp32)", kv_bits); });
+  need(weight_sparsity >= 0 && weight_sparsity < 1, [&] { return fmt::format("weight_sparsity: {} outside [0, 1)", weight_sparsity); });
+  need(weights.bits == 0 || (weights.bits >= 1 && weights.bits <= 16), [&] { return fmt::format("weights.bits: {} outside 1..16 (0 = matrix_unit.weight_bits)", weights.bits); });
+  need(weights.group_size >= 0 && weights.group_size <= 65536, [&] { return fmt::format("weights.group_size: {} outside 0..65536", weights.group_size); });
   need((weights.sparse_n == 0 && weights.sparse_m == 0) ||
            (weights.sparse_n >= 1 && weights.sparse_n < weights.sparse_m && weights.sparse_m <= 64),
-       fmt::format("weights.sparse_n:sparse_m: {}:{} (N:M with 1 <= N < M <= 64, or 0:0 for dense)", weights.sparse_n, weights.sparse_m));
+       [&] { return fmt::format("weights.sparse_n:sparse_m: {}:{} (N:M with 1 <= N < M <= 64, or 0:0 for dense)", weights.sparse_n, weights.sparse_m); });
   need(memory.port_bits == 64 || memory.port_bits == 128 || memory.port_bits == 256 || memory.port_bits == 512 ||
            memory.port_bits == 1024,
-       fmt::format("memory.port_bits: {} (64, 128, 256, 512 or 1024)", memory.port_bits));
-  need(compute_units >= 1 && compute_units <= 16, fmt::format("compute_units: {} outside 1..16", compute_units));
+       [&] { return fmt::format("memory.port_bits: {} (64, 128, 256, 512 or 1024)", memory.port_bits); });
+  need(compute_units >= 1 && compute_units <= 16, [&] { return fmt::format("compute_units: {} outside 1..16", compute_units); });
   for (const auto& op : host_ops)
     need(op == "embedding" || op == "classifier" || op == "norm" || op == "softmax",
-         fmt::format("host_ops: '{}' (embedding, classifier, norm or softmax)", op));
+         [&] { return fmt::format("host_ops: '{}' (embedding, classifier, norm or softmax)", op); });
   return p;
 }
 
