@@ -272,6 +272,128 @@ std::int32_t dot_int8(const std::int8_t* a, const std::int8_t* b, int n) {
   return impl(a, b, n);
 }
 
+namespace {
+
+// dot_int8_rows with one dot_int8 per output.
+void dot_int8_rows_plain(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < n; ++i)
+      acc[static_cast<std::size_t>(r) * n + i] =
+          dot_int8(w + static_cast<std::size_t>(r) * cols, x + static_cast<std::size_t>(i) * cols, cols);
+}
+
+#define FPGALLM_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+// R weight rows against C inputs, 64 columns a step: vpdpbusd multiplies unsigned bytes by
+// signed bytes, so the inputs come offset by 128 (xu = x + 128, 0..255) and each row's
+// 128 * sum(w) is taken off after: sum (x + 128) w - 128 sum w = sum x w. The products
+// (at most 255 * 128) and every partial sum fit in int32, so the result is exact (and the
+// same in any order). A tail of under 64 columns is loaded masked (zeros add nothing).
+// The 256-bit halves of v added (zero-masking extracts: GCC 12's unmasked 512-bit
+// shuffles, _mm512_reduce_add_epi32 among them, warn of an uninitialized operand).
+FPGALLM_VNNI inline __m256i fold_halves(__m512i v) {
+  return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xF, v, 0), _mm512_maskz_extracti64x4_epi64(0xF, v, 1));
+}
+
+// The lane sums of a0..a3, as one vector of 4.
+FPGALLM_VNNI inline __m128i sum_lanes4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(fold_halves(a0), fold_halves(a1)),
+                                      _mm256_hadd_epi32(fold_halves(a2), fold_halves(a3)));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+FPGALLM_VNNI inline std::int32_t sum_lanes(__m512i v) {
+  const __m256i h = fold_halves(v);
+  __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4E));
+  q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xB1));
+  return _mm_cvtsi128_si32(q);
+}
+
+template <int R, int C>
+FPGALLM_VNNI inline void step_vnni(__m512i (&s)[R][C], const std::int8_t* w, const std::uint8_t* xu, int cols, int j,
+                                   __mmask64 m) {
+  __m512i wv[R], xv[C];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_epi8(m, w + static_cast<std::size_t>(r) * cols + j);
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c) xv[c] = _mm512_maskz_loadu_epi8(m, xu + static_cast<std::size_t>(c) * cols + j);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) s[r][c] = _mm512_dpbusd_epi32(s[r][c], xv[c], wv[r]);
+}
+
+// R weight rows against C inputs, 64 columns a step: vpdpbusd multiplies unsigned bytes by
+// signed bytes, so the inputs come offset by 128 (xu = x + 128, 0..255) and each row's
+// 128 * sum(w) is taken off after: sum (x + 128) w - 128 sum w = sum x w. The products
+// (at most 255 * 128) and every partial sum fit in int32, so the result is exact (and the
+// same in any order). A tail of under 64 columns is loaded masked (zeros add nothing).
+template <int R, int C>
+FPGALLM_VNNI void tile_vnni(const std::int8_t* w, const std::uint8_t* xu, int cols, const std::int32_t* wsum,
+                            std::int32_t* acc, int ld_acc) {
+  __m512i s[R][C];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) s[r][c] = _mm512_setzero_si512();
+  int j = 0;
+  for (; j + 64 <= cols; j += 64) step_vnni<R, C>(s, w, xu, cols, j, ~__mmask64{0});
+  if (j < cols) step_vnni<R, C>(s, w, xu, cols, j, (__mmask64{1} << (cols - j)) - 1);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    std::int32_t* out = acc + static_cast<std::size_t>(r) * ld_acc;
+    if constexpr (C == 4) {
+      const __m128i sums = _mm_sub_epi32(sum_lanes4(s[r][0], s[r][1], s[r][2], s[r][3]), _mm_set1_epi32(128 * wsum[r]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), sums);
+    } else {
+      for (int c = 0; c < C; ++c) out[c] = sum_lanes(s[r][c]) - 128 * wsum[r];
+    }
+  }
+}
+
+template <int R>
+FPGALLM_VNNI void rows_vnni(const std::int8_t* w, const std::uint8_t* xu, int n, int cols, const std::int32_t* wsum,
+                            std::int32_t* acc) {
+  constexpr int C = 4;
+  int i = 0;
+  for (; i + C <= n; i += C) tile_vnni<R, C>(w, xu + static_cast<std::size_t>(i) * cols, cols, wsum, acc + i, n);
+  for (; i < n; ++i) tile_vnni<R, 1>(w, xu + static_cast<std::size_t>(i) * cols, cols, wsum, acc + i, n);
+}
+
+FPGALLM_VNNI void dot_int8_rows_vnni(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols,
+                                     std::int32_t* acc) {
+  thread_local std::vector<std::uint8_t> xu;
+  const auto elements = static_cast<std::size_t>(n) * cols;
+  if (xu.size() < elements) xu.resize(elements);
+  for (std::size_t e = 0; e < elements; ++e) xu[e] = static_cast<std::uint8_t>(x[e] ^ 0x80);  // x + 128
+  constexpr int R = 4;
+  for (int r = 0; r < rows; r += R) {
+    const int rr = std::min(R, rows - r);
+    std::int32_t wsum[R] = {};
+    for (int k = 0; k < rr; ++k)
+      for (int j = 0; j < cols; ++j) wsum[k] += w[static_cast<std::size_t>(r + k) * cols + j];
+    const std::int8_t* wr = w + static_cast<std::size_t>(r) * cols;
+    std::int32_t* out = acc + static_cast<std::size_t>(r) * n;
+    if (rr == 4) rows_vnni<4>(wr, xu.data(), n, cols, wsum, out);
+    else if (rr == 3) rows_vnni<3>(wr, xu.data(), n, cols, wsum, out);
+    else if (rr == 2) rows_vnni<2>(wr, xu.data(), n, cols, wsum, out);
+    else rows_vnni<1>(wr, xu.data(), n, cols, wsum, out);
+  }
+}
+
+#undef FPGALLM_VNNI
+
+}  // namespace
+
+void dot_int8_rows(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc) {
+  static const auto impl = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                   __builtin_cpu_supports("avx512vnni")
+                               ? dot_int8_rows_vnni
+                               : dot_int8_rows_plain;
+  impl(w, rows, x, n, cols, acc);
+}
+
 void linear_w8a8(const Int8Matrix& w, const std::int8_t* qx, float s_x, float* y) {
 #pragma omp parallel for schedule(static) if (static_cast<long>(w.rows) * w.cols > 65536)
   for (int r = 0; r < w.rows; ++r) {
@@ -301,13 +423,20 @@ void linear_w4a8(const Int4Matrix& w, const std::int8_t* qx, float s_x, float* y
 }
 
 void linear_w8a8_rows(const Int8Matrix& w, const std::int8_t* qx, const float* s_x, int n, float* y, int ldy) {
+  // Chunks of rows, each one dot_int8_rows call: every weight row is read once per chunk
+  // for all n inputs, and each input block is reused across several rows.
+  constexpr int kChunk = 128;
+  const int chunks = (w.rows + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (static_cast<long>(w.rows) * w.cols * n > 65536)
-  for (int r = 0; r < w.rows; ++r) {
-    const std::int8_t* q = w.q.data() + static_cast<std::size_t>(r) * w.cols;
-    const float s_w = w.scale[static_cast<std::size_t>(r)];
-    for (int i = 0; i < n; ++i) {
-      const std::int32_t acc = dot_int8(q, qx + static_cast<std::size_t>(i) * w.cols, w.cols);
-      y[static_cast<std::size_t>(i) * ldy + r] = (static_cast<float>(acc) * s_w) * s_x[i];
+  for (int k = 0; k < chunks; ++k) {
+    const int r0 = k * kChunk, rr = std::min(kChunk, w.rows - r0);
+    thread_local std::vector<std::int32_t> acc;
+    acc.resize(static_cast<std::size_t>(rr) * n);
+    dot_int8_rows(w.q.data() + static_cast<std::size_t>(r0) * w.cols, rr, qx, n, w.cols, acc.data());
+    for (int r = 0; r < rr; ++r) {
+      const float s_w = w.scale[static_cast<std::size_t>(r0 + r)];
+      for (int i = 0; i < n; ++i)
+        y[static_cast<std::size_t>(i) * ldy + r0 + r] = (static_cast<float>(acc[static_cast<std::size_t>(r) * n + i]) * s_w) * s_x[i];
     }
   }
 }

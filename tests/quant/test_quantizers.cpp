@@ -2,6 +2,7 @@
 // (docs/quantization.md sections 1-5).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -58,6 +59,38 @@ TEST(Int8, DotIsTheExactIntegerSumForEveryLengthAndCode) {
     for (std::size_t i = 0; i < a.size(); ++i) want += std::int64_t{a[i]} * std::int64_t{b[i]};
     EXPECT_EQ(quant::dot_int8(a.data(), b.data(), n), want) << n;
   }
+}
+
+TEST(Int8, RowsDotIsTheExactIntegerSumWithTails) {
+  // Rows and inputs not a multiple of the 4x4 tile, columns not a multiple of the 64-byte
+  // step, every code (-128 included, and runs of -128 and 127 at both ends), against an
+  // int64 sum and against dot_int8.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> code(-128, 127);
+  for (int rows : {1, 3, 4, 5, 9})
+    for (int n : {1, 2, 4, 7})
+      for (int cols : {1, 31, 63, 64, 65, 100, 768, 1031}) {
+        std::vector<std::int8_t> w(static_cast<std::size_t>(rows) * cols), x(static_cast<std::size_t>(n) * cols);
+        for (auto& v : w) v = static_cast<std::int8_t>(code(rng));
+        for (auto& v : x) v = static_cast<std::int8_t>(code(rng));
+        const std::size_t edge = std::min<std::size_t>(static_cast<std::size_t>(cols), 40);
+        std::fill(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(edge), std::int8_t{-128});
+        std::fill(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(edge), std::int8_t{-128});
+        std::fill(w.end() - static_cast<std::ptrdiff_t>(edge), w.end(), std::int8_t{127});
+        std::fill(x.end() - static_cast<std::ptrdiff_t>(edge), x.end(), std::int8_t{-128});
+        std::vector<std::int32_t> got(static_cast<std::size_t>(rows) * n, -1);
+        quant::dot_int8_rows(w.data(), rows, x.data(), n, cols, got.data());
+        for (int r = 0; r < rows; ++r)
+          for (int i = 0; i < n; ++i) {
+            std::int64_t want = 0;
+            for (int j = 0; j < cols; ++j)
+              want += std::int64_t{w[static_cast<std::size_t>(r) * cols + j]} * std::int64_t{x[static_cast<std::size_t>(i) * cols + j]};
+            const std::int32_t g = got[static_cast<std::size_t>(r) * n + i];
+            ASSERT_EQ(g, want) << rows << "x" << cols << " n " << n << " row " << r << " input " << i;
+            ASSERT_EQ(g, quant::dot_int8(w.data() + static_cast<std::size_t>(r) * cols,
+                                         x.data() + static_cast<std::size_t>(i) * cols, cols));
+          }
+      }
 }
 
 TEST(Int8, HandComputedRow) {
