@@ -108,8 +108,8 @@ std::vector<std::uint16_t> to_f16(std::span<const float> w);
 // sum a[j] * b[j] over j < n in int32 (exact): the integer products' dot, vectorized for
 // AVX2 where the CPU has it.
 std::int32_t dot_int8(const std::int8_t* a, const std::int8_t* b, int n);
-// acc[r * n + i] = dot_int8(w + r * cols, x + i * cols, cols) for r < rows, i < n (rows of
-// w [rows][cols] against rows of x [n][cols]), exact. With AVX-512 VNNI each step takes
+// acc[i * rows + r] = dot_int8(w + r * cols, x + i * cols, cols) for r < rows, i < n (rows
+// of w [rows][cols] against rows of x [n][cols]), exact. With AVX-512 VNNI each step takes
 // 64 columns of 4 weight rows against 4 inputs (every load feeds 4 products); else one
 // dot_int8 per output.
 void dot_int8_rows(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc);

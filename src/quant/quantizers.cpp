@@ -274,12 +274,18 @@ std::int32_t dot_int8(const std::int8_t* a, const std::int8_t* b, int n) {
 
 namespace {
 
-// dot_int8_rows with one dot_int8 per output.
-void dot_int8_rows_plain(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc) {
+// acc[i * ld + r] = dot_int8(w row r, x row i), one dot_int8 per output.
+void rows_plain(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc, int ld) {
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < n; ++i)
-      acc[static_cast<std::size_t>(r) * n + i] =
+      acc[static_cast<std::size_t>(i) * ld + r] =
           dot_int8(w + static_cast<std::size_t>(r) * cols, x + static_cast<std::size_t>(i) * cols, cols);
+}
+
+bool has_vnni() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return yes;
 }
 
 #define FPGALLM_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
@@ -340,45 +346,54 @@ FPGALLM_VNNI void tile_vnni(const std::int8_t* w, const std::uint8_t* xu, int co
   int j = 0;
   for (; j + 64 <= cols; j += 64) step_vnni<R, C>(s, w, xu, cols, j, ~__mmask64{0});
   if (j < cols) step_vnni<R, C>(s, w, xu, cols, j, (__mmask64{1} << (cols - j)) - 1);
+  const __m128i offset = R == 4 ? _mm_mullo_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wsum)), _mm_set1_epi32(128))
+                                : _mm_setzero_si128();
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    std::int32_t* out = acc + static_cast<std::size_t>(r) * ld_acc;
-    if constexpr (C == 4) {
-      const __m128i sums = _mm_sub_epi32(sum_lanes4(s[r][0], s[r][1], s[r][2], s[r][3]), _mm_set1_epi32(128 * wsum[r]));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), sums);
+  for (int c = 0; c < C; ++c) {
+    std::int32_t* out = acc + static_cast<std::size_t>(c) * ld_acc;
+    if constexpr (R == 4) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_sub_epi32(sum_lanes4(s[0][c], s[1][c], s[2][c], s[3][c]), offset));
     } else {
-      for (int c = 0; c < C; ++c) out[c] = sum_lanes(s[r][c]) - 128 * wsum[r];
+      for (int r = 0; r < R; ++r) out[r] = sum_lanes(s[r][c]) - 128 * wsum[r];
     }
   }
 }
 
 template <int R>
 FPGALLM_VNNI void rows_vnni(const std::int8_t* w, const std::uint8_t* xu, int n, int cols, const std::int32_t* wsum,
-                            std::int32_t* acc) {
+                            std::int32_t* acc, int ld) {
   constexpr int C = 4;
   int i = 0;
-  for (; i + C <= n; i += C) tile_vnni<R, C>(w, xu + static_cast<std::size_t>(i) * cols, cols, wsum, acc + i, n);
-  for (; i < n; ++i) tile_vnni<R, 1>(w, xu + static_cast<std::size_t>(i) * cols, cols, wsum, acc + i, n);
+  for (; i + C <= n; i += C)
+    tile_vnni<R, C>(w, xu + static_cast<std::size_t>(i) * cols, cols, wsum, acc + static_cast<std::size_t>(i) * ld, ld);
+  for (; i < n; ++i)
+    tile_vnni<R, 1>(w, xu + static_cast<std::size_t>(i) * cols, cols, wsum, acc + static_cast<std::size_t>(i) * ld, ld);
 }
 
-FPGALLM_VNNI void dot_int8_rows_vnni(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols,
-                                     std::int32_t* acc) {
-  thread_local std::vector<std::uint8_t> xu;
-  const auto elements = static_cast<std::size_t>(n) * cols;
-  if (xu.size() < elements) xu.resize(elements);
-  for (std::size_t e = 0; e < elements; ++e) xu[e] = static_cast<std::uint8_t>(x[e] ^ 0x80);  // x + 128
+// xu = x + 128 as unsigned bytes (the flipped sign bit), the inputs of block_vnni.
+FPGALLM_VNNI void offset_inputs(const std::int8_t* x, std::size_t elements, std::uint8_t* xu) {
+  for (std::size_t e = 0; e < elements; ++e) xu[e] = static_cast<std::uint8_t>(x[e] ^ 0x80);
+}
+
+// acc[i * ld + r] = dot(w row r, x row i) from the offset inputs xu [n][cols].
+FPGALLM_VNNI void block_vnni(const std::int8_t* w, int rows, const std::uint8_t* xu, int n, int cols, std::int32_t* acc,
+                             int ld) {
   constexpr int R = 4;
   for (int r = 0; r < rows; r += R) {
     const int rr = std::min(R, rows - r);
     std::int32_t wsum[R] = {};
-    for (int k = 0; k < rr; ++k)
-      for (int j = 0; j < cols; ++j) wsum[k] += w[static_cast<std::size_t>(r + k) * cols + j];
+    for (int k = 0; k < rr; ++k) {
+      const std::int8_t* row = w + static_cast<std::size_t>(r + k) * cols;
+      std::int32_t sum = 0;
+      for (int j = 0; j < cols; ++j) sum += row[j];
+      wsum[k] = sum;
+    }
     const std::int8_t* wr = w + static_cast<std::size_t>(r) * cols;
-    std::int32_t* out = acc + static_cast<std::size_t>(r) * n;
-    if (rr == 4) rows_vnni<4>(wr, xu.data(), n, cols, wsum, out);
-    else if (rr == 3) rows_vnni<3>(wr, xu.data(), n, cols, wsum, out);
-    else if (rr == 2) rows_vnni<2>(wr, xu.data(), n, cols, wsum, out);
-    else rows_vnni<1>(wr, xu.data(), n, cols, wsum, out);
+    std::int32_t* out = acc + r;
+    if (rr == 4) rows_vnni<4>(wr, xu, n, cols, wsum, out, ld);
+    else if (rr == 3) rows_vnni<3>(wr, xu, n, cols, wsum, out, ld);
+    else if (rr == 2) rows_vnni<2>(wr, xu, n, cols, wsum, out, ld);
+    else rows_vnni<1>(wr, xu, n, cols, wsum, out, ld);
   }
 }
 
@@ -387,11 +402,10 @@ FPGALLM_VNNI void dot_int8_rows_vnni(const std::int8_t* w, int rows, const std::
 }  // namespace
 
 void dot_int8_rows(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc) {
-  static const auto impl = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                                   __builtin_cpu_supports("avx512vnni")
-                               ? dot_int8_rows_vnni
-                               : dot_int8_rows_plain;
-  impl(w, rows, x, n, cols, acc);
+  if (!has_vnni()) return rows_plain(w, rows, x, n, cols, acc, rows);
+  std::vector<std::uint8_t> xu(static_cast<std::size_t>(n) * cols);
+  offset_inputs(x, xu.size(), xu.data());
+  block_vnni(w, rows, xu.data(), n, cols, acc, rows);
 }
 
 void linear_w8a8(const Int8Matrix& w, const std::int8_t* qx, float s_x, float* y) {
@@ -423,8 +437,16 @@ void linear_w4a8(const Int4Matrix& w, const std::int8_t* qx, float s_x, float* y
 }
 
 void linear_w8a8_rows(const Int8Matrix& w, const std::int8_t* qx, const float* s_x, int n, float* y, int ldy) {
-  // Chunks of rows, each one dot_int8_rows call: every weight row is read once per chunk
-  // for all n inputs, and each input block is reused across several rows.
+  // Chunks of rows: every weight row is read once per chunk for all n inputs (with VNNI each
+  // input block is also reused across 4 rows), the integer sums land [input][row] and are
+  // scaled row after row of y.
+  const bool vnni = has_vnni();
+  thread_local std::vector<std::uint8_t> offset;
+  if (vnni) {
+    offset.resize(static_cast<std::size_t>(n) * w.cols);
+    offset_inputs(qx, offset.size(), offset.data());
+  }
+  const std::uint8_t* xu = offset.data();
   constexpr int kChunk = 128;
   const int chunks = (w.rows + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (static_cast<long>(w.rows) * w.cols * n > 65536)
@@ -432,11 +454,15 @@ void linear_w8a8_rows(const Int8Matrix& w, const std::int8_t* qx, const float* s
     const int r0 = k * kChunk, rr = std::min(kChunk, w.rows - r0);
     thread_local std::vector<std::int32_t> acc;
     acc.resize(static_cast<std::size_t>(rr) * n);
-    dot_int8_rows(w.q.data() + static_cast<std::size_t>(r0) * w.cols, rr, qx, n, w.cols, acc.data());
-    for (int r = 0; r < rr; ++r) {
-      const float s_w = w.scale[static_cast<std::size_t>(r0 + r)];
-      for (int i = 0; i < n; ++i)
-        y[static_cast<std::size_t>(i) * ldy + r0 + r] = (static_cast<float>(acc[static_cast<std::size_t>(r) * n + i]) * s_w) * s_x[i];
+    const std::int8_t* wk = w.q.data() + static_cast<std::size_t>(r0) * w.cols;
+    if (vnni) block_vnni(wk, rr, xu, n, w.cols, acc.data(), rr);
+    else rows_plain(wk, rr, qx, n, w.cols, acc.data(), rr);
+    const float* s_w = w.scale.data() + r0;
+    for (int i = 0; i < n; ++i) {
+      const std::int32_t* a = acc.data() + static_cast<std::size_t>(i) * rr;
+      float* yi = y + static_cast<std::size_t>(i) * ldy + r0;
+      const float sx = s_x[i];
+      for (int r = 0; r < rr; ++r) yi[r] = (static_cast<float>(a[r]) * s_w[r]) * sx;
     }
   }
 }

@@ -85,7 +85,7 @@ TEST(Int8, RowsDotIsTheExactIntegerSumWithTails) {
             std::int64_t want = 0;
             for (int j = 0; j < cols; ++j)
               want += std::int64_t{w[static_cast<std::size_t>(r) * cols + j]} * std::int64_t{x[static_cast<std::size_t>(i) * cols + j]};
-            const std::int32_t g = got[static_cast<std::size_t>(r) * n + i];
+            const std::int32_t g = got[static_cast<std::size_t>(i) * rows + r];
             ASSERT_EQ(g, want) << rows << "x" << cols << " n " << n << " row " << r << " input " << i;
             ASSERT_EQ(g, quant::dot_int8(w.data() + static_cast<std::size_t>(r) * cols,
                                          x.data() + static_cast<std::size_t>(i) * cols, cols));
