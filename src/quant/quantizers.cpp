@@ -225,13 +225,39 @@ float quantize_activation_dynamic(std::span<const float> x, std::span<std::int8_
   return s;
 }
 
+namespace {
+
+// q[i] = round_saturate(x[i] * inv, kInt8Max) for i < n, 16 at a time: the same float
+// product, vroundps to nearest even without exceptions (nearbyintf in the default rounding
+// mode), the clamp to +-127 and NaN to 0 as round_saturate does; the tail by round_saturate.
+__attribute__((target("avx2"))) std::size_t quantize_int8_avx2(const float* x, std::size_t n, float inv, std::int8_t* q) {
+  const __m256 vinv = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-static_cast<float>(kInt8Max)),
+               hi = _mm256_set1_ps(static_cast<float>(kInt8Max));
+  const auto codes = [&](const float* p) __attribute__((target("avx2"))) {
+    const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(p), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 c = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+    return _mm256_cvttps_epi32(_mm256_andnot_ps(_mm256_cmp_ps(r, r, _CMP_UNORD_Q), c));  // NaN -> 0
+  };
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(codes(x + i), codes(x + i + 8)), 0xD8);
+    const __m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), p8);
+  }
+  return i;
+}
+
+}  // namespace
+
 void quantize_activation_static(std::span<const float> x, float s_x, std::span<std::int8_t> q) {
   if (s_x == 0.0f) {
     std::fill(q.begin(), q.end(), std::int8_t{0});
     return;
   }
   const float inv = 1.0f / s_x;
-  for (std::size_t i = 0; i < x.size(); ++i) q[i] = static_cast<std::int8_t>(round_saturate(x[i] * inv, kInt8Max));
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  std::size_t i = avx2 ? quantize_int8_avx2(x.data(), x.size(), inv, q.data()) : 0;
+  for (; i < x.size(); ++i) q[i] = static_cast<std::int8_t>(round_saturate(x[i] * inv, kInt8Max));
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "model/gguf.hpp"
@@ -230,6 +231,29 @@ TEST(Activations, DynamicAndStaticSaturation) {
   std::vector<float> zeros(4, 0.0f);
   EXPECT_EQ(quantize_activation_dynamic(zeros, q), 0.0f);
   EXPECT_EQ(q[0], 0);
+}
+
+TEST(Activations, StaticCodesEqualRoundSaturateForEveryKindOfValue) {
+  // The vectorized codes (16 at a time, the tail one by one) against round_saturate of the
+  // same product: ties both ways, +-0, the clamp edges, infinities, NaN, random values, at
+  // lengths around the vector width.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> special = {0.5f,   1.5f,    2.5f,   -0.5f,  -1.5f,  -2.5f,  126.5f, -126.5f, 127.49f, 127.5f,
+                                128.0f, -127.5f, -128.f, 1e30f,  -1e30f, inf,    -inf,   nan,     -nan,    0.0f,
+                                -0.0f,  1e-40f,  -0.49f, 63.5f,  64.5f,  -63.5f, 3.0f,   -3.0f,   100.2f,  -99.7f};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 60.0f);
+  for (float s_x : {1.0f, 0.37f, 3.0f})
+    for (std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{30},
+                          std::size_t{33}, std::size_t{100}}) {
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i) x[i] = i < special.size() && n >= special.size() ? special[i] : nd(rng);
+      std::vector<std::int8_t> q(n, 99);
+      quantize_activation_static(x, s_x, q);
+      const float inv = 1.0f / s_x;
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(q[i], quant::round_saturate(x[i] * inv, quant::kInt8Max)) << "x " << x[i] << " s_x " << s_x << " n " << n;
+    }
 }
 
 TEST(Linear, W8A8IsExactRequantizationOfIntegerProduct) {
