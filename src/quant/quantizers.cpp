@@ -316,11 +316,6 @@ bool has_vnni() {
 
 #define FPGALLM_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-// R weight rows against C inputs, 64 columns a step: vpdpbusd multiplies unsigned bytes by
-// signed bytes, so the inputs come offset by 128 (xu = x + 128, 0..255) and each row's
-// 128 * sum(w) is taken off after: sum (x + 128) w - 128 sum w = sum x w. The products
-// (at most 255 * 128) and every partial sum fit in int32, so the result is exact (and the
-// same in any order). A tail of under 64 columns is loaded masked (zeros add nothing).
 // The 256-bit halves of v added (zero-masking extracts: GCC 12's unmasked 512-bit
 // shuffles, _mm512_reduce_add_epi32 among them, warn of an uninitialized operand).
 FPGALLM_VNNI inline __m256i fold_halves(__m512i v) {
