@@ -314,6 +314,75 @@ bool has_vnni() {
   return yes;
 }
 
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+// R weight rows against C inputs, 16 columns a step: both operands widened to int16 and
+// multiplied pairwise into int32 (vpmaddwd, exact for every int8 value, -128 included); the
+// last cols % 16 columns one by one. Integer sums: exact in any order.
+template <int R, int C>
+__attribute__((target("avx2"))) void tile_avx2(const std::int8_t* w, const std::int8_t* x, int cols, std::int32_t* acc,
+                                               int ld_acc) {
+  __m256i s[R][C];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) s[r][c] = _mm256_setzero_si256();
+  int j = 0;
+  for (; j + 16 <= cols; j += 16) {
+    __m256i wv[R], xv[C];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+      wv[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + static_cast<std::size_t>(r) * cols + j)));
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c)
+      xv[c] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + static_cast<std::size_t>(c) * cols + j)));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) s[r][c] = _mm256_add_epi32(s[r][c], _mm256_madd_epi16(wv[r], xv[c]));
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      __m128i q = _mm_add_epi32(_mm256_castsi256_si128(s[r][c]), _mm256_extracti128_si256(s[r][c], 1));
+      q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4E));
+      q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xB1));
+      std::int32_t sum = _mm_cvtsi128_si32(q);
+      const std::int8_t* wr = w + static_cast<std::size_t>(r) * cols;
+      const std::int8_t* xc = x + static_cast<std::size_t>(c) * cols;
+      for (int k = j; k < cols; ++k) sum += static_cast<std::int32_t>(wr[k]) * static_cast<std::int32_t>(xc[k]);
+      acc[static_cast<std::size_t>(c) * ld_acc + r] = sum;
+    }
+}
+
+// acc[i * ld + r] = dot(w row r, x row i) by tile_avx2.
+__attribute__((target("avx2"))) void block_avx2(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols,
+                                                std::int32_t* acc, int ld) {
+  constexpr int R = 2, C = 4;
+  for (int r = 0; r < rows; r += R) {
+    const std::int8_t* wr = w + static_cast<std::size_t>(r) * cols;
+    for (int i = 0; i < n; i += C) {
+      const std::int8_t* xi = x + static_cast<std::size_t>(i) * cols;
+      std::int32_t* out = acc + static_cast<std::size_t>(i) * ld + r;
+      const bool full_r = r + R <= rows, full_c = i + C <= n;
+      if (full_r && full_c) {
+        tile_avx2<R, C>(wr, xi, cols, out, ld);
+      } else if (full_c) {
+        tile_avx2<1, C>(wr, xi, cols, out, ld);
+      } else {
+        for (int c = 0; c < n - i; ++c) {
+          const std::int8_t* xc = xi + static_cast<std::size_t>(c) * cols;
+          std::int32_t* oc = out + static_cast<std::size_t>(c) * ld;
+          if (full_r) tile_avx2<R, 1>(wr, xc, cols, oc, ld);
+          else tile_avx2<1, 1>(wr, xc, cols, oc, ld);
+        }
+      }
+    }
+  }
+}
+
 #define FPGALLM_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
 // The 256-bit halves of v added (zero-masking extracts: GCC 12's unmasked 512-bit
@@ -422,11 +491,34 @@ FPGALLM_VNNI void block_vnni(const std::int8_t* w, int rows, const std::uint8_t*
 
 }  // namespace
 
-void dot_int8_rows(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc) {
-  if (!has_vnni()) return rows_plain(w, rows, x, n, cols, acc, rows);
-  std::vector<std::uint8_t> xu(static_cast<std::size_t>(n) * cols);
-  offset_inputs(x, xu.size(), xu.data());
-  block_vnni(w, rows, xu.data(), n, cols, acc, rows);
+bool int8_rows_supported(Int8Rows kernel) {
+  switch (kernel) {
+    case Int8Rows::vnni: return has_vnni();
+    case Int8Rows::avx2: return has_avx2();
+    default: return true;
+  }
+}
+
+namespace {
+
+Int8Rows best_int8_rows() {
+  static const Int8Rows k = has_vnni() ? Int8Rows::vnni : has_avx2() ? Int8Rows::avx2 : Int8Rows::plain;
+  return k;
+}
+
+}  // namespace
+
+void dot_int8_rows(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc,
+                   Int8Rows kernel) {
+  if (kernel == Int8Rows::best) kernel = best_int8_rows();
+  if (!int8_rows_supported(kernel)) throw std::invalid_argument("dot_int8_rows: this CPU lacks the kernel asked for");
+  if (kernel == Int8Rows::vnni) {
+    std::vector<std::uint8_t> xu(static_cast<std::size_t>(n) * cols);
+    offset_inputs(x, xu.size(), xu.data());
+    return block_vnni(w, rows, xu.data(), n, cols, acc, rows);
+  }
+  if (kernel == Int8Rows::avx2) return block_avx2(w, rows, x, n, cols, acc, rows);
+  rows_plain(w, rows, x, n, cols, acc, rows);
 }
 
 void linear_w8a8(const Int8Matrix& w, const std::int8_t* qx, float s_x, float* y) {
@@ -458,10 +550,11 @@ void linear_w4a8(const Int4Matrix& w, const std::int8_t* qx, float s_x, float* y
 }
 
 void linear_w8a8_rows(const Int8Matrix& w, const std::int8_t* qx, const float* s_x, int n, float* y, int ldy) {
-  // Chunks of rows: every weight row is read once per chunk for all n inputs (with VNNI each
-  // input block is also reused across 4 rows), the integer sums land [input][row] and are
-  // scaled row after row of y.
-  const bool vnni = has_vnni();
+  // Chunks of rows: every weight row is read once per chunk for all n inputs, each input
+  // block is reused across 4 rows (VNNI) or 2 (AVX2), the integer sums land [input][row] and
+  // are scaled row after row of y.
+  const Int8Rows kernel = best_int8_rows();
+  const bool vnni = kernel == Int8Rows::vnni;
   thread_local std::vector<std::uint8_t> offset;
   if (vnni) {
     offset.resize(static_cast<std::size_t>(n) * w.cols);
@@ -477,6 +570,7 @@ void linear_w8a8_rows(const Int8Matrix& w, const std::int8_t* qx, const float* s
     acc.resize(static_cast<std::size_t>(rr) * n);
     const std::int8_t* wk = w.q.data() + static_cast<std::size_t>(r0) * w.cols;
     if (vnni) block_vnni(wk, rr, xu, n, w.cols, acc.data(), rr);
+    else if (kernel == Int8Rows::avx2) block_avx2(wk, rr, qx, n, w.cols, acc.data(), rr);
     else rows_plain(wk, rr, qx, n, w.cols, acc.data(), rr);
     const float* s_w = w.scale.data() + r0;
     for (int i = 0; i < n; ++i) {

@@ -63,9 +63,9 @@ TEST(Int8, DotIsTheExactIntegerSumForEveryLengthAndCode) {
 }
 
 TEST(Int8, RowsDotIsTheExactIntegerSumWithTails) {
-  // Rows and inputs not a multiple of the 4x4 tile, columns not a multiple of the 64-byte
-  // step, every code (-128 included, and runs of -128 and 127 at both ends), against an
-  // int64 sum and against dot_int8.
+  // Every kernel this CPU has: rows and inputs not a multiple of the tiles (4x4, 2x4),
+  // columns not a multiple of the steps (64, 16), every code (-128 included, and runs of
+  // -128 and 127 at both ends), against an int64 sum and against dot_int8.
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> code(-128, 127);
   for (int rows : {1, 3, 4, 5, 9})
@@ -79,18 +79,23 @@ TEST(Int8, RowsDotIsTheExactIntegerSumWithTails) {
         std::fill(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(edge), std::int8_t{-128});
         std::fill(w.end() - static_cast<std::ptrdiff_t>(edge), w.end(), std::int8_t{127});
         std::fill(x.end() - static_cast<std::ptrdiff_t>(edge), x.end(), std::int8_t{-128});
-        std::vector<std::int32_t> got(static_cast<std::size_t>(rows) * n, -1);
-        quant::dot_int8_rows(w.data(), rows, x.data(), n, cols, got.data());
-        for (int r = 0; r < rows; ++r)
-          for (int i = 0; i < n; ++i) {
-            std::int64_t want = 0;
-            for (int j = 0; j < cols; ++j)
-              want += std::int64_t{w[static_cast<std::size_t>(r) * cols + j]} * std::int64_t{x[static_cast<std::size_t>(i) * cols + j]};
-            const std::int32_t g = got[static_cast<std::size_t>(i) * rows + r];
-            ASSERT_EQ(g, want) << rows << "x" << cols << " n " << n << " row " << r << " input " << i;
-            ASSERT_EQ(g, quant::dot_int8(w.data() + static_cast<std::size_t>(r) * cols,
-                                         x.data() + static_cast<std::size_t>(i) * cols, cols));
-          }
+        for (auto kernel : {quant::Int8Rows::best, quant::Int8Rows::vnni, quant::Int8Rows::avx2, quant::Int8Rows::plain}) {
+          if (!quant::int8_rows_supported(kernel)) continue;
+          std::vector<std::int32_t> got(static_cast<std::size_t>(rows) * n, -1);
+          quant::dot_int8_rows(w.data(), rows, x.data(), n, cols, got.data(), kernel);
+          for (int r = 0; r < rows; ++r)
+            for (int i = 0; i < n; ++i) {
+              std::int64_t want = 0;
+              for (int j = 0; j < cols; ++j)
+                want += std::int64_t{w[static_cast<std::size_t>(r) * cols + j]} *
+                      std::int64_t{x[static_cast<std::size_t>(i) * cols + j]};
+              const std::int32_t g = got[static_cast<std::size_t>(i) * rows + r];
+              ASSERT_EQ(g, want) << rows << "x" << cols << " n " << n << " row " << r << " input " << i << " kernel "
+                                 << static_cast<int>(kernel);
+              ASSERT_EQ(g, quant::dot_int8(w.data() + static_cast<std::size_t>(r) * cols,
+                                           x.data() + static_cast<std::size_t>(i) * cols, cols));
+            }
+        }
       }
 }
 
