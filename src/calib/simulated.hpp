@@ -5,7 +5,7 @@
 // the int8 KV cache is applied by quantize-dequantize after each store. Each runs batched
 // (forward_block, so perplexity, calibration, Hessians and evaluation) with the per-token
 // pass's bits: integer products by quant::linear_w8a8_rows / linear_w4a8_rows, float
-// products by engine::matvec_rows, attention row by row.
+// products by engine::matvec_rows, attention with attention_head's operations in its order.
 #include <vector>
 
 #include "engine/transformer.hpp"

@@ -65,8 +65,9 @@ class Transformer {
   // that overrides linear() keeps the per-token pass unless it overrides linear_rows() too.
   virtual bool supports_block() const;
   bool block_batched() const { return batched_ && supports_block(); }
-  // Whether the batched pass keeps forward()'s bits: attention row by row as forward() runs
-  // it instead of two GEMMs per head, for a subclass whose linear_rows() gives linear()'s
+  // Whether the batched pass keeps forward()'s bits: attention with attention_head()'s
+  // operations in its order for every output (several outputs side by side, head size a
+  // multiple of 16; else row by row) instead of two GEMMs per head, for a subclass whose linear_rows() gives linear()'s
   // bits (simulated quantization, where a last-bit difference can move an int8 code).
   virtual bool block_keeps_token_bits() const { return false; }
   // false forces the per-token pass (eval --no-batch, for comparison).

@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -72,9 +73,111 @@ struct Rows {
   float* const* keys;
   float* const* values;
   bool block;
+  bool one_sequence;  // (when not `block`) rows at consecutive positions of one cache
   const std::function<void(const LinearRows&)>& linear;
   const std::function<void(int layer, int row, float* k, float* v)>& kv_stored;
 };
+
+// attention_head's arithmetic for the rows of one sequence at once, output for output the
+// same operations in the same order (so the same bits), with independent outputs side by
+// side instead of one dependent chain at a time:
+// - a score is 0 + q[0] k[0] + q[1] k[1] + ... in order, then / sqrt(hs); the head's keys
+//   are transposed once ([hs][keys], padded with zeros) and kScoreKeys scores run in lanes;
+// - softmax() as it is;
+// - out[d] is 0 + a[0] v[0][d] + a[1] v[1][d] + ... in order, D outputs in lanes;
+// - with AVX-512, two rows at a time (twice the independent sums in flight).
+// Each function is compiled for AVX-512, AVX2 and the base ISA (same IEEE operations,
+// no contraction: -ffp-contract=off), chosen once by the CPU.
+constexpr int kScoreKeys = 64;
+
+// P consecutive rows i.. of head_rows_body at once (each row's operations as alone; the
+// rows share the loads of the transposed keys and of the values). att holds P rows of
+// `padded` scores.
+template <int D, int P>
+[[gnu::always_inline]] inline void head_rows_pass(const float* q, int q_stride, int i, int pos0, const float* kt,
+                                                  int padded, const float* values, std::size_t stride, int hs,
+                                                  float* att, float* out, int out_stride) {
+  const float scale = std::sqrt(static_cast<float>(hs));
+  int valid[P];
+  for (int p = 0; p < P; ++p) valid[p] = pos0 + i + p + 1;
+  for (int t0 = 0; t0 < valid[P - 1]; t0 += kScoreKeys) {
+    float acc[P][kScoreKeys] = {};
+    for (int d = 0; d < hs; ++d) {
+      const float* k = kt + static_cast<std::size_t>(d) * padded + t0;
+      for (int p = 0; p < P; ++p) {
+        const float qd = q[static_cast<std::size_t>(i + p) * q_stride + d];
+        for (int j = 0; j < kScoreKeys; ++j) acc[p][j] = acc[p][j] + qd * k[j];
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      const int m = std::min(kScoreKeys, valid[p] - t0);
+      for (int j = 0; j < m; ++j) att[static_cast<std::size_t>(p) * padded + t0 + j] = acc[p][j] / scale;
+    }
+  }
+  for (int p = 0; p < P; ++p) softmax(att + static_cast<std::size_t>(p) * padded, valid[p]);
+  for (int d0 = 0; d0 < hs; d0 += D) {
+    float acc[P][D] = {};
+    int t = 0;
+    for (; t < valid[0]; ++t) {  // keys every row attends to
+      const float* v = values + static_cast<std::size_t>(t) * stride + d0;
+      for (int p = 0; p < P; ++p) {
+        const float a = att[static_cast<std::size_t>(p) * padded + t];
+        for (int j = 0; j < D; ++j) acc[p][j] = acc[p][j] + a * v[j];
+      }
+    }
+    for (; t < valid[P - 1]; ++t) {  // the later rows' last keys, still in order
+      const float* v = values + static_cast<std::size_t>(t) * stride + d0;
+      for (int p = 1; p < P; ++p) {
+        if (t >= valid[p]) continue;
+        const float a = att[static_cast<std::size_t>(p) * padded + t];
+        for (int j = 0; j < D; ++j) acc[p][j] = acc[p][j] + a * v[j];
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      float* o = out + static_cast<std::size_t>(i + p) * out_stride + d0;
+      for (int j = 0; j < D; ++j) o[j] = acc[p][j];
+    }
+  }
+}
+
+// P: rows per pass (2 where the vector registers hold both rows' sums).
+template <int D, int P>
+[[gnu::always_inline]] inline void head_rows_body(const float* q, int q_stride, int n, int pos0, const float* keys,
+                                                  const float* values, std::size_t stride, int hs, float* kt,
+                                                  float* att, float* out, int out_stride) {
+  const int n_keys = pos0 + n;
+  const int padded = (n_keys + kScoreKeys - 1) / kScoreKeys * kScoreKeys;
+  for (int d = 0; d < hs; ++d) {
+    float* row = kt + static_cast<std::size_t>(d) * padded;
+    for (int t = 0; t < n_keys; ++t) row[t] = keys[static_cast<std::size_t>(t) * stride + d];
+    for (int t = n_keys; t < padded; ++t) row[t] = 0.0f;
+  }
+  int i = 0;
+  for (; i + P <= n; i += P) head_rows_pass<D, P>(q, q_stride, i, pos0, kt, padded, values, stride, hs, att, out, out_stride);
+  for (; i < n; ++i) head_rows_pass<D, 1>(q, q_stride, i, pos0, kt, padded, values, stride, hs, att, out, out_stride);
+}
+
+using HeadRowsFn = void (*)(const float*, int, int, int, const float*, const float*, std::size_t, int, float*, float*,
+                            float*, int);
+
+#define FPGALLM_HEAD_ROWS(name, attr, P)                                                                           \
+  template <int D>                                                                                                  \
+  attr void name(const float* q, int q_stride, int n, int pos0, const float* keys, const float* values,            \
+                 std::size_t stride, int hs, float* kt, float* att, float* out, int out_stride) {                  \
+    head_rows_body<D, P>(q, q_stride, n, pos0, keys, values, stride, hs, kt, att, out, out_stride);                  \
+  }
+FPGALLM_HEAD_ROWS(head_rows_avx512, __attribute__((target("avx512f"))), 2)
+FPGALLM_HEAD_ROWS(head_rows_avx2, __attribute__((target("avx2"))), 1)
+FPGALLM_HEAD_ROWS(head_rows_base, , 1)
+#undef FPGALLM_HEAD_ROWS
+
+// The kernel for head size hs (null where hs is not a multiple of 16: attention_head then).
+HeadRowsFn head_rows_for(int hs) {
+  static const int isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (hs % 64 == 0) return isa == 2 ? head_rows_avx512<64> : isa == 1 ? head_rows_avx2<64> : head_rows_base<64>;
+  if (hs % 16 == 0) return isa == 2 ? head_rows_avx512<16> : isa == 1 ? head_rows_avx2<16> : head_rows_base<16>;
+  return nullptr;
+}
 
 // The activations of a pass, kept from one call to the next by each thread: fresh buffers
 // of this size cost page faults and zeroing (5% of a stories110m block), and every element
@@ -170,6 +273,21 @@ const float* run_layers(const model::Model& m, const Rows& r) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hs, keys, 1.0f, s, keys, layer_values + kv_off,
                     kv_dim, 0.0f, xb + h * hs, q_dim);
       }
+    } else if (const HeadRowsFn head_rows = r.one_sequence && n > 1 ? head_rows_for(hs) : nullptr) {
+      // Rows of one sequence with the per-token pass's bits: head_rows_body.
+      const float* layer_keys = r.keys[0] + l * layer_stride;
+      const float* layer_values = r.values[0] + l * layer_stride;
+      const int pos0 = r.pos[0], n_keys = pos0 + n;
+      const auto padded = static_cast<std::size_t>((n_keys + kScoreKeys - 1) / kScoreKeys * kScoreKeys);
+#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * n * n_keys * hs >= kParallelWork)
+      for (int h = 0; h < c.n_heads; ++h) {
+        const int kv_off = (h / kv_mul) * hs;
+        thread_local std::vector<float> kt, scores;
+        if (kt.size() < padded * hs) kt.resize(padded * hs);
+        if (scores.size() < 2 * padded) scores.resize(2 * padded);  // two rows' scores (head_rows_pass)
+        head_rows(q + h * hs, q_dim, n, pos0, layer_keys + kv_off, layer_values + kv_off,
+                  static_cast<std::size_t>(kv_dim), hs, kt.data(), scores.data(), xb + h * hs, q_dim);
+      }
     } else {
       // One position per sequence: the per-token pass's attention, row by row.
       long work = 0;
@@ -233,7 +351,8 @@ const float* Transformer::forward_block(std::span<const int> tokens, int pos0, b
     on_kv_stored(layer, pos0 + row, k, v);
   };
   const bool gemm_attention = n > 1 && !block_keeps_token_bits();
-  const float* x = run_layers(model_, {n, tokens.data(), pos.data(), keys.data(), values.data(), gemm_attention, linear, kv_stored});
+  const float* x =
+      run_layers(model_, {n, tokens.data(), pos.data(), keys.data(), values.data(), gemm_attention, true, linear, kv_stored});
   const int first = last_only ? n - 1 : 0;
   linear_rows({-1, model::Linear::cls, x + static_cast<std::size_t>(first) * c.dim, c.dim, block_logits_.data(),
                c.vocab_size, n - first, c.vocab_size, c.dim, pos0 + first});
@@ -267,7 +386,7 @@ void Transformer::forward_batch(std::span<Transformer* const> ts, std::span<cons
   Transformer* first = ts[0];
   const std::function<void(const LinearRows&)> linear = [first](const LinearRows& call) { first->linear_rows(call); };
   const std::function<void(int, int, float*, float*)> no_kv_hook;
-  const float* x = run_layers(m, {n, tokens.data(), positions.data(), keys.data(), values.data(), false, linear, no_kv_hook});
+  const float* x = run_layers(m, {n, tokens.data(), positions.data(), keys.data(), values.data(), false, false, linear, no_kv_hook});
   thread_local std::vector<float> all_logits;
   float* out = sized(all_logits, static_cast<std::size_t>(n) * c.vocab_size);
   linear({-1, model::Linear::cls, x, c.dim, out, c.vocab_size, n, c.vocab_size, c.dim, positions[0]});

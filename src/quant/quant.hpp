@@ -108,6 +108,17 @@ std::vector<std::uint16_t> to_f16(std::span<const float> w);
 // sum a[j] * b[j] over j < n in int32 (exact): the integer products' dot, vectorized for
 // AVX2 where the CPU has it.
 std::int32_t dot_int8(const std::int8_t* a, const std::int8_t* b, int n);
+// The kernels of dot_int8_rows: the best this CPU has, or one named (for the tests).
+//   vnni:  AVX-512 VNNI, 64 columns of 4 weight rows against 4 inputs per step;
+//   avx2:  16 columns of 2 weight rows against 4 inputs per step (int16 widening, vpmaddwd);
+//   plain: one dot_int8 per output.
+enum class Int8Rows { best, vnni, avx2, plain };
+bool int8_rows_supported(Int8Rows kernel);
+// acc[i * rows + r] = dot_int8(w + r * cols, x + i * cols, cols) for r < rows, i < n (rows
+// of w [rows][cols] against rows of x [n][cols]), exact with every kernel. Every weight and
+// input load feeds several products. A kernel this CPU lacks throws std::invalid_argument.
+void dot_int8_rows(const std::int8_t* w, int rows, const std::int8_t* x, int n, int cols, std::int32_t* acc,
+                   Int8Rows kernel = Int8Rows::best);
 // Dynamic per-token int8: writes codes, returns s_x.
 float quantize_activation_dynamic(std::span<const float> x, std::span<std::int8_t> q);
 // Static: codes for a fixed s_x (saturating).

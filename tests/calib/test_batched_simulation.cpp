@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "calib/calib.hpp"
@@ -127,6 +129,48 @@ TEST(BatchedSimulation, QwenPerplexityOverWindowsEqualsTokenByToken) {
       EXPECT_EQ(a.tokens, 214u);
       EXPECT_NEAR(a.perplexity, b.perplexity, 1e-6 * b.perplexity) << model::to_string(arch) << " " << quant::to_string(scheme);
     }
+}
+
+// The block attention that keeps the per-token bits (engine's head_rows_body: scores of 64
+// keys side by side, outputs of 64 or 16 head elements side by side) against attention_head
+// row by row, logits bit for bit: head sizes 64, 48 and 40 (not a multiple of 16: the
+// row-by-row path), grouped-query heads, blocks of odd length starting at 0 and past 64
+// keys, with and without the int8 KV cache.
+TEST(BatchedSimulation, BlockAttentionHasTokenByTokenBitsForEveryHeadSize) {
+  for (int hs : {64, 48, 40}) {
+    model::Config c;
+    c.name = "llama-hs" + std::to_string(hs);
+    c.dim = 2 * hs;
+    c.hidden_dim = 96;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_size = hs;
+    c.vocab_size = 64;
+    c.seq_len = 200;
+    const model::Model m = model::synthesize(c, 7);
+    const auto tokens = random_tokens(c.vocab_size, 190, 9);
+    for (bool kv8 : {false, true}) {
+      const auto qm = quantized(m, quant::Scheme::w8a8, kv8, {});
+      calib::SimulatedTransformer a(m, qm.plan, qm.linears), b(m, qm.plan, qm.linears);
+      b.set_batched(false);
+      ASSERT_TRUE(a.block_batched());
+      const auto vocab = static_cast<std::size_t>(c.vocab_size);
+      // Blocks of 71 and 119 positions: the second starts past kScoreKeys keys, and both
+      // end with a row alone (the AVX-512 kernel runs rows in pairs).
+      int pos = 0;
+      for (int n : {71, 119}) {
+        const std::span<const int> block(tokens.data() + pos, static_cast<std::size_t>(n));
+        const float* got = a.forward_block(block, pos, false);
+        for (int i = 0; i < n; ++i) {
+          const float* want = b.forward(tokens[static_cast<std::size_t>(pos + i)], pos + i);
+          ASSERT_EQ(std::memcmp(got + static_cast<std::size_t>(i) * vocab, want, vocab * sizeof(float)), 0)
+              << "head size " << hs << (kv8 ? " kv8" : "") << " position " << pos + i;
+        }
+        pos += n;
+      }
+    }
+  }
 }
 
 TEST(BatchedSimulation, GreedyWithAPromptEqualsTokenByToken) {

@@ -2,7 +2,9 @@
 // (docs/quantization.md sections 1-5).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "model/gguf.hpp"
@@ -58,6 +60,43 @@ TEST(Int8, DotIsTheExactIntegerSumForEveryLengthAndCode) {
     for (std::size_t i = 0; i < a.size(); ++i) want += std::int64_t{a[i]} * std::int64_t{b[i]};
     EXPECT_EQ(quant::dot_int8(a.data(), b.data(), n), want) << n;
   }
+}
+
+TEST(Int8, RowsDotIsTheExactIntegerSumWithTails) {
+  // Every kernel this CPU has: rows and inputs not a multiple of the tiles (4x4, 2x4),
+  // columns not a multiple of the steps (64, 16), every code (-128 included, and runs of
+  // -128 and 127 at both ends), against an int64 sum and against dot_int8.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> code(-128, 127);
+  for (int rows : {1, 3, 4, 5, 9})
+    for (int n : {1, 2, 4, 7})
+      for (int cols : {1, 31, 63, 64, 65, 100, 768, 1031}) {
+        std::vector<std::int8_t> w(static_cast<std::size_t>(rows) * cols), x(static_cast<std::size_t>(n) * cols);
+        for (auto& v : w) v = static_cast<std::int8_t>(code(rng));
+        for (auto& v : x) v = static_cast<std::int8_t>(code(rng));
+        const std::size_t edge = std::min<std::size_t>(static_cast<std::size_t>(cols), 40);
+        std::fill(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(edge), std::int8_t{-128});
+        std::fill(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(edge), std::int8_t{-128});
+        std::fill(w.end() - static_cast<std::ptrdiff_t>(edge), w.end(), std::int8_t{127});
+        std::fill(x.end() - static_cast<std::ptrdiff_t>(edge), x.end(), std::int8_t{-128});
+        for (auto kernel : {quant::Int8Rows::best, quant::Int8Rows::vnni, quant::Int8Rows::avx2, quant::Int8Rows::plain}) {
+          if (!quant::int8_rows_supported(kernel)) continue;
+          std::vector<std::int32_t> got(static_cast<std::size_t>(rows) * n, -1);
+          quant::dot_int8_rows(w.data(), rows, x.data(), n, cols, got.data(), kernel);
+          for (int r = 0; r < rows; ++r)
+            for (int i = 0; i < n; ++i) {
+              std::int64_t want = 0;
+              for (int j = 0; j < cols; ++j)
+                want += std::int64_t{w[static_cast<std::size_t>(r) * cols + j]} *
+                      std::int64_t{x[static_cast<std::size_t>(i) * cols + j]};
+              const std::int32_t g = got[static_cast<std::size_t>(i) * rows + r];
+              ASSERT_EQ(g, want) << rows << "x" << cols << " n " << n << " row " << r << " input " << i << " kernel "
+                                 << static_cast<int>(kernel);
+              ASSERT_EQ(g, quant::dot_int8(w.data() + static_cast<std::size_t>(r) * cols,
+                                           x.data() + static_cast<std::size_t>(i) * cols, cols));
+            }
+        }
+      }
 }
 
 TEST(Int8, HandComputedRow) {
@@ -197,6 +236,29 @@ TEST(Activations, DynamicAndStaticSaturation) {
   std::vector<float> zeros(4, 0.0f);
   EXPECT_EQ(quantize_activation_dynamic(zeros, q), 0.0f);
   EXPECT_EQ(q[0], 0);
+}
+
+TEST(Activations, StaticCodesEqualRoundSaturateForEveryKindOfValue) {
+  // The vectorized codes (16 at a time, the tail one by one) against round_saturate of the
+  // same product: ties both ways, +-0, the clamp edges, infinities, NaN, random values, at
+  // lengths around the vector width.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> special = {0.5f,   1.5f,    2.5f,   -0.5f,  -1.5f,  -2.5f,  126.5f, -126.5f, 127.49f, 127.5f,
+                                128.0f, -127.5f, -128.f, 1e30f,  -1e30f, inf,    -inf,   nan,     -nan,    0.0f,
+                                -0.0f,  1e-40f,  -0.49f, 63.5f,  64.5f,  -63.5f, 3.0f,   -3.0f,   100.2f,  -99.7f};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 60.0f);
+  for (float s_x : {1.0f, 0.37f, 3.0f})
+    for (std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{30},
+                          std::size_t{33}, std::size_t{100}}) {
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i) x[i] = i < special.size() && n >= special.size() ? special[i] : nd(rng);
+      std::vector<std::int8_t> q(n, 99);
+      quantize_activation_static(x, s_x, q);
+      const float inv = 1.0f / s_x;
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(q[i], quant::round_saturate(x[i] * inv, quant::kInt8Max)) << "x " << x[i] << " s_x " << s_x << " n " << n;
+    }
 }
 
 TEST(Linear, W8A8IsExactRequantizationOfIntegerProduct) {
