@@ -102,6 +102,17 @@ void get(const json& j, const char* key, T& out, const char* where) {
   }
 }
 
+// Appends msg to p unless ok; msg is a string, or a function that makes it (formatted only
+// for a problem: a design's checks run for every candidate of the design search).
+template <class Msg>
+void add_problem(std::vector<std::string>& p, bool ok, Msg&& msg) {
+  if (ok) return;
+  if constexpr (std::is_invocable_v<Msg>)
+    p.push_back(msg());
+  else
+    p.push_back(std::string(msg));
+}
+
 }  // namespace
 
 double StoredWeights::bits_per_weight(int mac_weight_bits) const {
@@ -120,14 +131,7 @@ std::vector<std::string> Design::problems() const {
 
 std::vector<std::string> Design::kernel_gaps() const {
   std::vector<std::string> p;
-  // The message is a string, or a function that makes it (formatted only for a problem).
-  auto need = [&](bool ok, auto&& msg) {
-    if (ok) return;
-    if constexpr (std::is_invocable_v<decltype(msg)>)
-      p.push_back(msg());
-    else
-      p.push_back(std::string(msg));
-  };
+  auto need = [&](bool ok, auto&& msg) { add_problem(p, ok, msg); };
   const auto& mu = matrix_unit;
   need(mu.weight_bits == 8 || mu.weight_bits == 4, [&] { return fmt::format("matrix_unit.weight_bits: {} (the kernels implement 8 and 4)", mu.weight_bits); });
   need(mu.act_bits == 8, [&] { return fmt::format("matrix_unit.act_bits: {} (the kernels implement 8)", mu.act_bits); });
@@ -153,14 +157,7 @@ std::vector<std::string> Design::kernel_gaps() const {
 
 std::vector<std::string> Design::model_problems() const {
   std::vector<std::string> p;
-  // The message is a string, or a function that makes it (formatted only for a problem).
-  auto need = [&](bool ok, auto&& msg) {
-    if (ok) return;
-    if constexpr (std::is_invocable_v<decltype(msg)>)
-      p.push_back(msg());
-    else
-      p.push_back(std::string(msg));
-  };
+  auto need = [&](bool ok, auto&& msg) { add_problem(p, ok, msg); };
   const auto& mu = matrix_unit;
   need(clock_mhz >= 10 && clock_mhz <= 1000, [&] { return fmt::format("clock_mhz: {} outside 10..1000", clock_mhz); });
   need(pow2(mu.rows) && mu.rows <= 256, [&] { return fmt::format("matrix_unit.rows: {} must be a power of two in 1..256", mu.rows); });
