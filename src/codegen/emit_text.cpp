@@ -12,6 +12,7 @@
 
 #include "arch/program.hpp"
 #include "arch/units.hpp"
+#include "kernels/attention.hpp"
 #include "codegen/emit_text.hpp"
 #include "model/model.hpp"
 #include "hw/memory_map.hpp"
@@ -87,6 +88,7 @@ Vars vars_of(const ProjectInfo& p) {
   v["KVHEADS"] = std::to_string(c.n_kv_heads);
   v["HEADDIM"] = std::to_string(c.head_dim());
   v["KVBLOCK"] = std::to_string(arch::kKvBlock);
+  v["KVBEATBITS"] = std::to_string(kernels::kKvBeatBits);
   v["CONTEXT"] = std::to_string(p.context);
   v["EPS"] = float_literal(g.norm_eps);
   v["KVBITS"] = std::to_string(d.kv_bits);
@@ -301,8 +303,8 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
 #pragma HLS INTERFACE m_axi port=result offset=slave bundle=gmem_host depth=@MAXWIDTH@
 @WEIGHTPRAGMAS@#pragma HLS INTERFACE m_axi port=row_scales offset=slave bundle=gmem_scales max_read_burst_length=@BURSTBEATS@ depth=@SCALEWORDS@
 #pragma HLS INTERFACE m_axi port=params offset=slave bundle=gmem_params max_read_burst_length=@BURSTBEATS@ depth=@PARAMWORDS@
-#pragma HLS INTERFACE m_axi port=kv_k offset=slave bundle=gmem_kv_k max_widen_bitwidth=512 depth=@KVELEMENTS@
-#pragma HLS INTERFACE m_axi port=kv_v offset=slave bundle=gmem_kv_v max_widen_bitwidth=512 depth=@KVELEMENTS@
+#pragma HLS INTERFACE m_axi port=kv_k offset=slave bundle=gmem_kv_k max_widen_bitwidth=@KVBEATBITS@ depth=@KVELEMENTS@
+#pragma HLS INTERFACE m_axi port=kv_v offset=slave bundle=gmem_kv_v max_widen_bitwidth=@KVBEATBITS@ depth=@KVELEMENTS@
 #pragma HLS INTERFACE m_axi port=kv_k_scale offset=slave bundle=gmem_kv_k_scale depth=@KVSCALES@
 #pragma HLS INTERFACE m_axi port=kv_v_scale offset=slave bundle=gmem_kv_v_scale depth=@KVSCALES@
 #pragma HLS INTERFACE s_axilite port=return
@@ -1016,9 +1018,9 @@ passes @CLOCKHZ@ Hz to v++).
 - `make run` on hw_emu or hardware: every logit bit-exact with golden/decode_logits.bin.
 
 Limits: decode only (one token per call); prefill runs token by token. The KV bundles are
-declared with the element's width and `max_widen_bitwidth=512`: the lanes-wide key and value
-loads need Vitis's automatic port widening (csynth's interface report shows whether it
-happened); attention runs on the vector unit, one key per dot product.
+declared with the element's width and `max_widen_bitwidth=@KVBEATBITS@`: attention's loads of one
+@KVBEATBITS@-bit beat of K and of V per cycle need Vitis's automatic port widening (csynth's
+interface report shows whether it happened) and are not bursts (docs/accelerator.md, "The II rules").
 )CPP",
               v);
 }
