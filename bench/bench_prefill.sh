@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# Prompt processing of the fp32 reference engine (issue 33): `fpgallm eval` on the same text
-# one token at a time (--no-batch: matrix-vector products) and in blocks of positions
-# (matrix-matrix products through OpenBLAS), for stories260K and a synthesized stories110m
-# (`fpgallm synth`, with a 32000-piece tokenizer built as bench_mpi.sh builds it), both
-# converted by fpgallm to f32 GGUF files, with OMP_NUM_THREADS=1 and 2. Prints tokens per
-# wall second and per CPU second of each path (whole command, model loading included), their
-# ratio, and both perplexities. Where llama.cpp's llama-perplexity is found ($LLAMA_PERPLEXITY,
-# else BUILD_DIR/llamacpp/build/bin/llama-perplexity, which BUILD_LLAMA=1 builds from
-# ../shared/vendor/llama.cpp-*.tar.gz with -DGGML_NATIVE=OFF), it runs on the same GGUF file
-# and text with -c 128 -b 128 -t THREADS (windows of 128 tokens: less attention than whole
+# Prompt processing of the reference engine (issue 33): `fpgallm eval` on the same text one
+# token at a time (--no-batch: matrix-vector products) and in blocks of positions
+# (matrix-matrix products: OpenBLAS for fp32, fpgallm's int8 kernels for W8A8), for
+# stories260K and a synthesized stories110m (`fpgallm synth`, with a 32000-piece tokenizer
+# built as bench_mpi.sh builds it), both converted by fpgallm to f32 GGUF files, with
+# OMP_NUM_THREADS=1 and 2, in two precisions:
+#   f32:  fpgallm's fp32 engine and llama.cpp on the same f32 GGUF file;
+#   int8: fpgallm's W8A8 quantized reference on `fpgallm quantize --scheme w8a8` of that file
+#         (calibrated on the next 20 KB of the sample text, not the measured text), and
+#         llama.cpp on `llama-quantize` Q8_0 of that file (int8 weights in blocks of 32 with
+#         an fp16 scale; activations quantized to Q8_0 for the dot products).
+# Prints tokens per wall second and per CPU second of each path (whole command, model
+# loading included), their ratio, and both perplexities. Where llama.cpp's llama-perplexity
+# and llama-quantize are found ($LLAMA_PERPLEXITY / $LLAMA_QUANTIZE, else
+# BUILD_DIR/llamacpp/build/bin/, which BUILD_LLAMA=1 builds from
+# ../shared/vendor/llama.cpp-*.tar.gz with -DGGML_NATIVE=OFF), llama-perplexity runs on the
+# same text with -c 128 -b 128 -t THREADS (windows of 128 tokens: less attention than whole
 # stories).
 # Usage: bench/bench_prefill.sh [BUILD_DIR] [TEXT_BYTES]   (defaults: build, 5000 bytes of
 # models/tinystories-valid-sample.txt, whole lines; markdown on stdout, progress on stderr)
@@ -23,6 +30,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 head -c "$bytes" "$here/models/tinystories-valid-sample.txt" | sed '$d' >"$tmp/text.txt"
+tail -c +$((bytes + 1)) "$here/models/tinystories-valid-sample.txt" | sed '1d' | head -c 20000 | sed '$d' >"$tmp/calib.txt"
 [ -s "$tmp/text.txt" ] || { echo "bench_prefill: TEXT_BYTES $bytes holds no whole line" >&2; exit 2; }
 echo "bench_prefill: synthesizing stories110m ..." >&2
 "$bin" synth --preset stories110m -o "$tmp/s110m.bin" >/dev/null 2>&1
@@ -30,7 +38,12 @@ echo "bench_prefill: synthesizing stories110m ..." >&2
 "$bin" convert "$here/models/stories260K.bin" -z "$here/models/tok512.bin" -o "$tmp/s260k.gguf" >/dev/null 2>&1
 "$bin" convert "$tmp/s110m.bin" -z "$tmp/tok32000.bin" -o "$tmp/s110m.gguf" >/dev/null 2>&1
 rm "$tmp/s110m.bin"
+for m in s260k s110m; do
+  echo "bench_prefill: fpgallm quantize $m w8a8 ..." >&2
+  "$bin" quantize "$tmp/$m.gguf" --calib "$tmp/calib.txt" --scheme w8a8 -o "$tmp/$m-w8a8.gguf" >/dev/null 2>&1
+done
 llama=${LLAMA_PERPLEXITY:-$build/llamacpp/build/bin/llama-perplexity}
+llama_quantize=${LLAMA_QUANTIZE:-$build/llamacpp/build/bin/llama-quantize}
 vendor=$(ls "$here"/../shared/vendor/llama.cpp-*.tar.gz 2>/dev/null | head -1 || true)
 if [ ! -x "$llama" ] && [ "${BUILD_LLAMA:-0}" = 1 ] && [ -n "$vendor" ]; then
   echo "bench_prefill: building llama-perplexity from $vendor into $build/llamacpp (minutes) ..." >&2
@@ -39,15 +52,21 @@ if [ ! -x "$llama" ] && [ "${BUILD_LLAMA:-0}" = 1 ] && [ -n "$vendor" ]; then
   mkdir -p "$build/llamacpp/llama.cpp/models"
   cmake -S "$build/llamacpp/llama.cpp" -B "$build/llamacpp/build" -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON >/dev/null
-  cmake --build "$build/llamacpp/build" -j1 --target llama-perplexity >/dev/null
+  cmake --build "$build/llamacpp/build" -j1 --target llama-perplexity llama-quantize >/dev/null
 fi
 [ -x "$llama" ] || { echo "bench_prefill: no llama-perplexity at $llama: fpgallm only" >&2; llama=; }
+if [ -n "$llama" ] && [ -x "$llama_quantize" ]; then
+  for m in s260k s110m; do "$llama_quantize" "$tmp/$m.gguf" "$tmp/$m-q8_0.gguf" Q8_0 >/dev/null 2>&1; done
+else
+  echo "bench_prefill: no llama-quantize at $llama_quantize: no llama.cpp Q8_0 rows" >&2
+fi
 
 "$py" - "$bin" "$tmp" "$llama" <<'PY'
 import json, os, re, resource, subprocess, sys, time
 bin, tmp, llama = sys.argv[1:4]
 text = os.path.join(tmp, "text.txt")
-models = [("stories260K", os.path.join(tmp, "s260k.gguf")), ("stories110m (synthesized)", os.path.join(tmp, "s110m.gguf"))]
+models = [("stories260K", "s260k"), ("stories110m (synthesized)", "s110m")]
+precisions = [("f32", "", ""), ("int8", "-w8a8", "-q8_0")]  # fpgallm W8A8 file, llama.cpp Q8_0 file
 
 def timed(cmd, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -73,21 +92,25 @@ def run_llama(model, threads):
 print("# generated by bench/bench_prefill.sh on %s, %d cores, load average %s at the start" %
       (time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), os.cpu_count(), open("/proc/loadavg").read().split()[:3]))
 print()
-print("| model | threads | tokens | per-token tok/s (wall / CPU) | batched tok/s (wall / CPU) | batched / per-token (wall / CPU) | perplexity per-token / batched | llama.cpp tokens | llama.cpp tok/s (wall / CPU) | batched / llama.cpp (wall / CPU) |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for name, model in models:
-    for threads in (1, 2):
-        print("bench_prefill: %s, %d thread(s) ..." % (name, threads), file=sys.stderr)
-        n, p1, w1, c1 = run(model, threads, False)
-        n2, p2, w2, c2 = run(model, threads, True)
-        assert n == n2
-        row = "| %s | %d | %d | %.1f / %.1f | %.1f / %.1f | %.2f / %.2f | %.6f / %.6f |" % (
-            name, threads, n, n / w1, n / c1, n / w2, n / c2, w1 / w2, c1 / c2, p1, p2)
-        if llama:
-            nl, pl, wl, cl = run_llama(model, threads)
-            row += " %d | %.1f / %.1f | %.2f / %.2f |" % (nl, nl / wl, nl / cl, (n / w2) / (nl / wl), (n / c2) / (nl / cl))
-        else:
-            row += " not run | | |"
-        print(row)
-        sys.stdout.flush()
+print("| model | weights (fpgallm / llama.cpp) | threads | tokens | per-token tok/s (wall / CPU) | batched tok/s (wall / CPU) | batched / per-token (wall / CPU) | perplexity per-token / batched | llama.cpp tokens | llama.cpp tok/s (wall / CPU) | batched / llama.cpp (wall / CPU) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for name, stem in models:
+    for precision, ours, theirs in precisions:
+        model = os.path.join(tmp, stem + ours + ".gguf")
+        lmodel = os.path.join(tmp, stem + theirs + ".gguf")
+        label = "f32 / f32 (same file)" if precision == "f32" else "W8A8 / Q8_0"
+        for threads in (1, 2):
+            print("bench_prefill: %s %s, %d thread(s) ..." % (name, precision, threads), file=sys.stderr)
+            n, p1, w1, c1 = run(model, threads, False)
+            n2, p2, w2, c2 = run(model, threads, True)
+            assert n == n2
+            row = "| %s | %s | %d | %d | %.1f / %.1f | %.1f / %.1f | %.2f / %.2f | %.6f / %.6f |" % (
+                name, label, threads, n, n / w1, n / c1, n / w2, n / c2, w1 / w2, c1 / c2, p1, p2)
+            if llama and os.path.exists(lmodel):
+                nl, pl, wl, cl = run_llama(lmodel, threads)
+                row += " %d | %.1f / %.1f | %.2f / %.2f |" % (nl, nl / wl, nl / cl, (n / w2) / (nl / wl), (n / c2) / (nl / cl))
+            else:
+                row += " not run | | |"
+            print(row)
+            sys.stdout.flush()
 PY

@@ -32,8 +32,8 @@ void eval(const EvalArgs& a) {
   std::unique_ptr<engine::Transformer> plain;
   if (self_quantized) own = cli::load_quant(m, qfile);
   else plain = std::make_unique<engine::Transformer>(m);
-  if (plain && a.no_batch) plain->set_batched(false);
   engine::Transformer& t = own ? *own->transformer : *plain;
+  if (a.no_batch) t.set_batched(false);
   cli::Progress progress("eval: tokens", a.json);
   engine::Perplexity p = engine::perplexity(t, sequences, [&](std::size_t d, std::size_t n) { progress.update(d, n); });
   progress.finish();
@@ -41,6 +41,7 @@ void eval(const EvalArgs& a) {
     cli::print_json({{"model", a.model},
                      {"text", a.text},
                      {"backend", own ? "ref (simulated quantization)" : "ref"},
+                     {"batched", t.block_batched()},
                      {"perplexity", p.perplexity},
                      {"perplexity_err", p.perplexity_err},
                      {"nll_mean", p.nll_mean},

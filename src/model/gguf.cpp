@@ -643,8 +643,14 @@ std::vector<float> Reader::tensor_floats(const TensorInfo& t) const {
   if (!tr || !tr->dequantizable)
     fail(fmt::format("tensor '{}' has ggml type {}, which fpgallm cannot dequantize ({})", t.name, type_name(t.type),
                      dequantizable_type_names()));
-  std::vector<float> out(static_cast<std::size_t>(t.n_elements));
-  dequantize(t.type, tensor_bytes(t), out);
+  const std::span<const std::uint8_t> bytes = tensor_bytes(t);
+  const auto n = static_cast<std::size_t>(t.n_elements);
+  if (t.type == GgmlType::f32 && bytes.size() == n * sizeof(float) &&
+      reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(float) == 0) {
+    return fpgallm::copy_weights(reinterpret_cast<const float*>(bytes.data()), n);  // no zero fill first
+  }
+  std::vector<float> out(n);
+  dequantize(t.type, bytes, out);
   return out;
 }
 

@@ -244,7 +244,9 @@ Model load_gguf(const gguf::Reader& r) {
     m.bpe_tokenizer = std::make_shared<BpeTokenizer>(std::move(*bpe));
   }
 
-  m.weights = allocate_weights(c);
+  // The tensors' shapes were checked above, so each vector takes its tensor's floats as they
+  // are (allocate_weights would zero-fill every one first: a second pass over the weights).
+  m.weights.layers.resize(static_cast<std::size_t>(c.n_layers));
   std::size_t k = 0;
   loads[k++].dst = &m.weights.token_embedding;
   for (auto& lw : m.weights.layers) {
@@ -258,11 +260,8 @@ Model load_gguf(const gguf::Reader& r) {
   }
   loads[k++].dst = &m.weights.final_norm;
   if (!c.shared_classifier) loads[k++].dst = &m.weights.classifier;
-  if (rope_freqs) {
-    m.weights.rope_freq_factors.assign(head / 2, 1.0f);
-    loads[k++].dst = &m.weights.rope_freq_factors;
-  }
-  for (const auto& l : loads) gguf::dequantize(l.tensor->type, r.tensor_bytes(*l.tensor), *l.dst);
+  if (rope_freqs) loads[k++].dst = &m.weights.rope_freq_factors;
+  for (const auto& l : loads) *l.dst = r.tensor_floats(*l.tensor);
   for (float f : m.weights.rope_freq_factors)
     if (!(f > 0) || !std::isfinite(f)) r.fail("rope_freqs.weight holds a factor that is not a positive number");
   // llama.cpp's converter permutes llama's q/k rows to interleaved RoPE pairs, but keeps

@@ -38,6 +38,32 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
 }
 
+namespace {
+
+// The whole pages inside [p, p + n).
+std::span<std::uint8_t> whole_pages(const void* p, std::size_t n) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + n) / page * page;
+  if (end <= begin) return {};
+  return {reinterpret_cast<std::uint8_t*>(begin), end - begin};
+}
+
+}  // namespace
+
+std::vector<float> copy_weights(const float* first, std::size_t n) {
+  std::vector<float> out;
+  out.reserve(n);
+  // Advice only: where the kernel refuses either (older kernels, THP off), the copy below
+  // faults page by page as before.
+  if (auto dst = whole_pages(out.data(), n * sizeof(float)); !dst.empty()) ::madvise(dst.data(), dst.size(), MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_READ
+  if (auto src = whole_pages(first, n * sizeof(float)); !src.empty()) ::madvise(src.data(), src.size(), MADV_POPULATE_READ);
+#endif
+  out.assign(first, first + n);
+  return out;
+}
+
 void ByteReader::fail(const std::string& problem) const { throw InputError(source_, problem); }
 
 void ByteReader::require(std::size_t n, const char* what) const {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "util/error.hpp"
 
@@ -30,6 +31,12 @@ class MappedFile {
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
 };
+
+// A model's weights, copied out of a mapped file: n floats in a fresh vector whose pages the
+// kernel may back with transparent huge pages, with the source pages mapped in one call
+// (MADV_POPULATE_READ) rather than faulted in one by one. Loading a large model is then a
+// copy, not a page-fault storm (a fault per 4 KiB of source and destination).
+std::vector<float> copy_weights(const float* first, std::size_t n);
 
 // Sequential reader over a byte range; every read is checked against the end, and a
 // read past it throws InputError("<path>", "truncated: ...").

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "calib/calib.hpp"
 #include "calib/simulated.hpp"
 #include "engine/generate.hpp"
@@ -232,3 +234,25 @@ TEST(BatchedSimulation, StatisticsAndHessiansEqualTokenByToken) {
 }
 
 }  // namespace
+
+// `eval Q.gguf --no-batch` (a quantized file on its own) runs it token by token: it says so,
+// and its perplexity equals the batched run's to 1e-6 relative.
+TEST(BatchedSimulation, EvalOfAQuantizedFileHonoursNoBatch) {
+  const std::string dir = testing_support::scratch_dir("eval_no_batch");
+  const std::string model = testing_support::stories260k() + " -z " + testing_support::tok512();
+  const auto q = testing_support::run_fpgallm("quantize " + model + " --calib " + testing_support::sample_text() +
+                                                  " --scheme w8a8 -o " + dir + "/w8.gguf",
+                                              300);
+  ASSERT_EQ(q.status, 0) << q.err;
+  const std::string eval = "eval " + dir + "/w8.gguf -z " + testing_support::tok512() + " --text " +
+                           testing_support::sample_text() + " --json";
+  const auto batched = testing_support::run_fpgallm(eval, 300);
+  const auto per_token = testing_support::run_fpgallm(eval + " --no-batch", 300);
+  ASSERT_EQ(batched.status, 0) << batched.err;
+  ASSERT_EQ(per_token.status, 0) << per_token.err;
+  const auto b = nlohmann::json::parse(batched.out), t = nlohmann::json::parse(per_token.out);
+  EXPECT_TRUE(b.at("batched").get<bool>());
+  EXPECT_FALSE(t.at("batched").get<bool>());
+  EXPECT_EQ(b.at("backend"), "ref (simulated quantization)");
+  EXPECT_NEAR(t.at("perplexity").get<double>() / b.at("perplexity").get<double>(), 1.0, 1e-6);
+}
