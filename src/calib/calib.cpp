@@ -135,8 +135,9 @@ void apply_static_scales(quant::Plan& plan, const quant::ActStats& stats) {
 
 engine::Perplexity evaluate(const model::Model& base, const quant::Plan& plan,
                             const std::vector<quant::QuantLinear>& linears,
-                            const std::vector<std::vector<int>>& sequences, const ProgressFn& progress) {
-  SimulatedTransformer t(base, plan, linears);
+                            const std::vector<std::vector<int>>& sequences, const ProgressFn& progress,
+                            FloatProducts products) {
+  SimulatedTransformer t(base, plan, linears, products);
   return run_perplexity(t, sequences, "evaluate", progress);
 }
 
@@ -188,7 +189,7 @@ SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vecto
       plan.group = cand.group;
       std::vector<quant::QuantLinear> linears(plan.layers.size());
       set_layer(m, plan, linears, i, cand);
-      const auto p = evaluate(m, plan, linears, sequences);
+      const auto p = evaluate(m, plan, linears, sequences, {}, FloatProducts::gemm);
       const auto& lp = plan.layers[i];
       table.rows.push_back({lp.layer, lp.which, cand, p.perplexity,
                             (p.perplexity - table.fp32_perplexity) / table.fp32_perplexity,
@@ -322,7 +323,7 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
   auto verify = [&](const std::vector<bool>& applied) {
     const quant::Plan p = plan_of(applied);
     const auto qm = quant::quantize_model(m, p);
-    const double ppl = evaluate(m, p, qm.linears, held_out).perplexity;
+    const double ppl = evaluate(m, p, qm.linears, held_out, {}, FloatProducts::gemm).perplexity;
     ++r.verifications;
     if (progress) progress("verify", static_cast<std::size_t>(r.verifications), 0);
     verified.push_back({applied, ppl, (ppl - r.fp32_perplexity) / r.fp32_perplexity, qm.linear_weight_bytes()});
@@ -462,6 +463,9 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
   res.perplexity = pq.perplexity;
   res.perplexity_err = pq.perplexity_err;
   res.rel_increase = (pq.perplexity - p32.perplexity) / p32.perplexity;
+  // The search verified its plans with FloatProducts::gemm; the figure reported is this one
+  // (forward()'s bits), and it alone decides whether the budget is met.
+  if (res.search) res.search->budget_met = res.search->budget_met && res.rel_increase <= res.search->budget;
   res.fp32_bytes = quant::linear_weight_bytes(m.config, quant::uniform_plan(m.config, quant::Scheme::fp32, opt.group));
   return res;
 }

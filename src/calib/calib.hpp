@@ -10,6 +10,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "calib/simulated.hpp"
 #include "engine/perplexity.hpp"
 #include "quant/quant.hpp"
 
@@ -53,7 +54,8 @@ void apply_static_scales(quant::Plan& plan, const quant::ActStats& stats);
 // Perplexity of `base` run under `plan` with the quantized `linears` (Plan::layers order).
 engine::Perplexity evaluate(const model::Model& base, const quant::Plan& plan,
                             const std::vector<quant::QuantLinear>& linears,
-                            const std::vector<std::vector<int>>& sequences, const ProgressFn& progress = {});
+                            const std::vector<std::vector<int>>& sequences, const ProgressFn& progress = {},
+                            FloatProducts products = FloatProducts::token_bits);
 engine::Perplexity evaluate(const quant::QuantModel& qm, const std::vector<std::vector<int>>& sequences,
                             const ProgressFn& progress = {});
 

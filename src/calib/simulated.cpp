@@ -11,8 +11,8 @@ using quant::ActFormat;
 using quant::WeightFormat;
 
 SimulatedTransformer::SimulatedTransformer(const model::Model& base, const quant::Plan& plan,
-                                           const std::vector<quant::QuantLinear>& linears)
-    : engine::Transformer(base), plan_(plan), linears_(linears) {
+                                           const std::vector<quant::QuantLinear>& linears, FloatProducts products)
+    : engine::Transformer(base), plan_(plan), linears_(linears), products_(products) {
   const auto& c = base.config;
   if (plan.layers.size() != static_cast<std::size_t>(c.n_layers) * 7 + 1 || linears.size() != plan.layers.size())
     throw std::invalid_argument("plan does not match the model");
@@ -85,6 +85,10 @@ void SimulatedTransformer::linear_rows(const engine::LinearRows& call) {
     }
   }
   const float* w = lp.weight == WeightFormat::f32 ? weight_of(call.layer, call.which) : float_weights_[i].data();
+  if (products_ == FloatProducts::gemm) {
+    if (lp.weight == WeightFormat::f32 && lp.act == ActFormat::f32) return engine::Transformer::linear_rows(call);
+    return engine::matmul_rows(x_round_.data(), cols, n, w, call.rows, cols, call.y, call.ldy);
+  }
   engine::matvec_rows(x_round_.data(), cols, n, w, call.rows, cols, call.y, call.ldy);
 }
 

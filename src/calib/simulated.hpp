@@ -5,7 +5,9 @@
 // the int8 KV cache is applied by quantize-dequantize after each store. Each runs batched
 // (forward_block, so perplexity, calibration, Hessians and evaluation) with the per-token
 // pass's bits: integer products by quant::linear_w8a8_rows / linear_w4a8_rows, float
-// products by engine::matvec_rows, attention with attention_head's operations in its order.
+// products by engine::matvec_rows, attention with attention_head's operations in its order
+// (or, with FloatProducts::gemm, float products and attention as the fp32 reference's
+// batched pass runs them).
 #include <vector>
 
 #include "engine/transformer.hpp"
@@ -13,14 +15,24 @@
 
 namespace calib {
 
+// How the batched pass multiplies the layers that stay floating point (f32 weights, or
+// dequantized weights with fp16 or fake-quantized inputs) and runs attention.
+enum class FloatProducts {
+  token_bits,  // engine::matvec_rows and attention_head's order: forward()'s bits
+  gemm,        // as the fp32 reference's batched pass (OpenBLAS GEMMs): forward() within fp32
+               // reordering, and the fp32 reference's own bits for every f32 layer. For the
+               // mixed search's hundreds of passes (two to three times faster per layer).
+};
+
 class SimulatedTransformer : public engine::Transformer {
  public:
   // `base` supplies the norms, embeddings and every layer whose plan weight is f32;
   // `linears` holds the quantized layers in Plan::layers order (entries of f32 layers are
   // ignored and may be empty). All three must outlive the transformer.
-  SimulatedTransformer(const model::Model& base, const quant::Plan& plan, const std::vector<quant::QuantLinear>& linears);
+  SimulatedTransformer(const model::Model& base, const quant::Plan& plan, const std::vector<quant::QuantLinear>& linears,
+                       FloatProducts products = FloatProducts::token_bits);
   bool supports_block() const override { return true; }
-  bool block_keeps_token_bits() const override { return true; }
+  bool block_keeps_token_bits() const override { return products_ == FloatProducts::token_bits; }
 
  protected:
   void linear(const engine::LinearCall& call) override;
@@ -30,6 +42,7 @@ class SimulatedTransformer : public engine::Transformer {
  private:
   const quant::Plan& plan_;
   const std::vector<quant::QuantLinear>& linears_;
+  FloatProducts products_;
   std::vector<std::vector<float>> float_weights_;  // dequantized, for float-path layers
   std::vector<float> x_round_, s_x_;
   std::vector<std::int8_t> qx_;
