@@ -56,7 +56,12 @@ if [ ! -x "$llama" ] && [ "${BUILD_LLAMA:-0}" = 1 ] && [ -n "$vendor" ]; then
 fi
 [ -x "$llama" ] || { echo "bench_prefill: no llama-perplexity at $llama: fpgallm only" >&2; llama=; }
 if [ -n "$llama" ] && [ -x "$llama_quantize" ]; then
-  for m in s260k s110m; do "$llama_quantize" "$tmp/$m.gguf" "$tmp/$m-q8_0.gguf" Q8_0 >/dev/null 2>&1; done
+  # stories260K's hidden width (172) is not a multiple of Q8_0's 32-weight block: llama-quantize
+  # refuses it, and its int8 row has no llama.cpp column.
+  for m in s260k s110m; do
+    "$llama_quantize" "$tmp/$m.gguf" "$tmp/$m-q8_0.gguf" Q8_0 >"$tmp/llama-quantize-$m.log" 2>&1 ||
+      { echo "bench_prefill: llama-quantize refused $m: $(grep -m1 -i 'not divisible\|error' "$tmp/llama-quantize-$m.log")" >&2; rm -f "$tmp/$m-q8_0.gguf"; }
+  done
 else
   echo "bench_prefill: no llama-quantize at $llama_quantize: no llama.cpp Q8_0 rows" >&2
 fi
