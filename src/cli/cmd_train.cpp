@@ -20,12 +20,12 @@ namespace {
 
 struct TrainArgs {
   // lr, weight_decay and schedule: empty/NaN until given; the defaults depend on --qat.
-  std::string model, data, tokenizer, out, backend = "ref", schedule, qat, loss;
+  std::string model, data, tokenizer, out, backend = "ref", schedule, qat, loss, method;
   int steps = 200, batch = 8, seq = 64, eval_every = 25, warmup = 0, group = 0;  // group 0: --qat's default, 32
   std::size_t heldout_tokens = 0;
-  double lr = std::nan(""), weight_decay = std::nan(""), clip = 1.0, beta1 = 0.9, beta2 = 0.95;
+  double lr = std::nan(""), weight_decay = std::nan(""), clip = 1.0, beta1 = 0.9, beta2 = 0.95, scale_lr = std::nan("");
   std::uint64_t seed = 1;
-  bool json = false, generated = false;
+  bool json = false, generated = false, search_scales = false, learn_scales = false;
 };
 
 // In the input's format (llama2.c .bin, GGUF, or a safetensors folder), fp32 tensors; the
@@ -41,6 +41,7 @@ TrainArgs with_defaults(TrainArgs a) {
   if (std::isnan(a.lr)) a.lr = qat ? q.adamw.lr : 1e-5;
   if (std::isnan(a.weight_decay)) a.weight_decay = qat ? q.adamw.weight_decay : 0.1;
   if (a.schedule.empty()) a.schedule = train::to_string(qat ? q.schedule : train::LrSchedule::constant);
+  if (std::isnan(a.scale_lr)) a.scale_lr = q.scale_lr;
   return a;
 }
 
@@ -81,6 +82,13 @@ void run_train(const TrainArgs& given) {
       throw fpgallm::InputError("--backend", "--qat runs its products in fp32 on the rounded values: use --backend ref");
     o.qat = quant::uniform_plan(m.config, scheme, group);
   }
+  const bool int4 = a.qat == "w4a8" || a.qat == "w4a16";
+  for (const auto& [given, name] : {std::pair{!a.method.empty(), "--method"}, std::pair{a.search_scales, "--search-scales"},
+                                    std::pair{a.learn_scales, "--learn-scales"}})
+    if (given && !int4) throw fpgallm::InputError(name, "applies to --qat w4a8 or w4a16 (int4 group scales)");
+  if (!std::isnan(given.scale_lr) && !a.learn_scales) throw fpgallm::InputError("--scale-lr", "is the rate of --learn-scales: use it with --learn-scales");
+  const quant::Method start_method = a.method.empty() ? quant::Method::rtn : quant::method_from_string(a.method);
+  o.scale_lr = a.scale_lr;
   o.generated = a.generated;
   if (a.generated && a.loss == "text")
     throw fpgallm::InputError("--generated", "the model's own samples have no text to predict: use it with --loss distill");
@@ -89,6 +97,26 @@ void run_train(const TrainArgs& given) {
   // checked before the training.
   const std::optional<model::Model> original = o.qat ? std::optional(m) : std::nullopt;
   const std::optional<calib::Split> split = o.qat ? std::optional(calib::split_text(tok, text, a.data)) : std::nullopt;
+  // QAT from another method's result: its dequantized weights (classifier untied, as the file
+  // stores it) are the master weights, its scales the first learned ones; the fp32 model stays
+  // the distillation target.
+  std::optional<calib::QuantizeResult> start;
+  if (o.qat && (start_method != quant::Method::rtn || a.search_scales)) {
+    calib::QuantizeOptions qo;
+    qo.scheme = o.qat->scheme, qo.group = group, qo.method = start_method, qo.search_scales = a.search_scales;
+    cli::Progress quantizing("train: quantize the start", a.json);
+    start = calib::quantize(m, tok, text, a.data, qo, [&](const std::string&, std::size_t done, std::size_t total) {
+      quantizing.update(done, total);
+    });
+    quantizing.finish();
+    o.teacher = m.weights;
+    const model::Model dq = start->qm.dequantized_model();
+    m.config = dq.config;
+    m.weights = dq.weights;
+  }
+  if (a.learn_scales)
+    o.scales = start ? train::GroupScales::of(*o.qat, start->qm.linears)
+                     : train::GroupScales::round_to_nearest(train::from_weights<float>(m.weights), m.config, *o.qat);
 
   if (!a.json) {
     std::printf("training %s on %s: %zu train stories (%zu tokens), %zu held-out stories (%zu tokens)\n", a.model.c_str(),
@@ -101,6 +129,10 @@ void run_train(const TrainArgs& given) {
     if (o.qat)
       std::printf("quantization-aware: forward on %s weights (group %d) and activations; losses are the quantized model's\n",
                   a.qat.c_str(), group);
+    if (start)
+      std::printf("starting from %s%s: held-out perplexity %.4f (%+.2f%%)\n", quant::to_string(start_method),
+                  a.search_scales ? " --search-scales" : "", start->perplexity, 100 * start->rel_increase);
+    if (o.scales) std::printf("learned group scales (LSQ), Adam on log scales at peak rate %g\n", a.scale_lr);
     std::printf("%6s  %10s  %12s  %9s\n", "step", "train loss", "held-out loss", "grad norm");
     std::fflush(stdout);
   }
@@ -118,7 +150,7 @@ void run_train(const TrainArgs& given) {
   if (o.qat) {
     // The trained master weights quantized by the plan the forward pass trained on, scored
     // as quantize scores: on the held-out half of the same text against the starting fp32.
-    quant::QuantModel qm = quant::quantize_model(m, *o.qat);
+    quant::QuantModel qm = r.scales ? train::export_quantized(m, *o.qat, *r.scales) : quant::quantize_model(m, *o.qat);
     qm.calibration_file = a.data;
     qm.calibration_fnv1a = quant::fnv1a64(text);
     if (!a.out.empty()) {
@@ -130,6 +162,10 @@ void run_train(const TrainArgs& given) {
     const engine::Perplexity qp = calib::evaluate(qm, split->held_out);
     exported = {{"scheme", a.qat},
                 {"group", group},
+                {"start_method", quant::to_string(start_method)},
+                {"search_scales", a.search_scales},
+                {"learn_scales", a.learn_scales},
+                {"start_perplexity", start ? nlohmann::json(start->perplexity) : nlohmann::json(nullptr)},
                 {"held_out_tokens", qp.tokens},
                 {"fp32_perplexity", fp.perplexity},
                 {"fp32_perplexity_err", fp.perplexity_err},
@@ -220,6 +256,13 @@ void setup(CLI::App& root) {
   cmd->add_option("-o,--output", a->out,
                   "Write the trained checkpoint here, in the input's format (llama2.c .bin, .gguf, safetensors folder); with --qat, "
                   "the quantized GGUF");
+  cmd->add_option("--method", a->method,
+                  "--qat w4a8/w4a16: start from the weights and scales `quantize --method` chooses (rtn, awq, gptq, awq+gptq; "
+                  "default rtn); the fp32 model stays the distillation target");
+  cmd->add_flag("--search-scales", a->search_scales, "--qat w4a8/w4a16: start from searched group scales, as quantize --search-scales");
+  cmd->add_flag("--learn-scales", a->learn_scales,
+                "--qat w4a8/w4a16: train the int4 group scales with the weights (LSQ) and export the learned ones");
+  cmd->add_option("--scale-lr", a->scale_lr, "Adam peak rate of --learn-scales on log scales (default 1e-3)")->check(cli::kPositive);
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run_train(*a); });
 }

@@ -14,6 +14,7 @@
 #include "train/llama.hpp"
 #include "train/matmul.hpp"
 #include "train/optimizer.hpp"
+#include "train/qat.hpp"
 
 namespace train {
 
@@ -78,6 +79,13 @@ struct TrainOptions {
   // Training batches sampled from the starting model (generate_batch) instead of windows of
   // the text's training half; the held-out loss stays on the text.
   bool generated = false;
+  // QAT with learned int4 group scales (LSQ, train/qat.hpp), starting from these; their
+  // Adam runs at scale_lr (on log scales) on the same schedule as the weights.
+  std::optional<GroupScales> scales;
+  double scale_lr = 1e-3;
+  // The distillation target; the starting weights when not given (QAT from another
+  // method's weights distills from the fp32 model these were made from).
+  std::optional<model::Weights> teacher;
 };
 
 // QAT under `plan` for `steps` steps with the schedule `fpgallm train --qat` defaults to:
@@ -97,6 +105,7 @@ struct TrainResult {
   double seconds = 0;
   std::uint64_t macs = 0;       // multiply-accumulates through the training backend
   std::size_t heldout_tokens = 0;
+  std::optional<GroupScales> scales;  // the learned scales, when o.scales was given
 };
 
 // Trains m.weights in place.
