@@ -24,8 +24,10 @@ struct TrainArgs {
   int steps = 200, batch = 8, seq = 64, eval_every = 25, warmup = 0, group = 0;  // group 0: --qat's default, 32
   std::size_t heldout_tokens = 0;
   double lr = std::nan(""), weight_decay = std::nan(""), clip = 1.0, beta1 = 0.9, beta2 = 0.95, scale_lr = std::nan("");
+  double generated_fraction = std::nan("");  // --generated: 1
+  double ema = 0;
   std::uint64_t seed = 1;
-  bool json = false, generated = false, search_scales = false, learn_scales = false;
+  bool json = false, generated = false, search_scales = false, learn_scales = false, untie = false;
 };
 
 // In the input's format (llama2.c .bin, GGUF, or a safetensors folder), fp32 tensors; the
@@ -89,10 +91,15 @@ void run_train(const TrainArgs& given) {
   if (!std::isnan(given.scale_lr) && !a.learn_scales) throw fpgallm::InputError("--scale-lr", "is the rate of --learn-scales: use it with --learn-scales");
   const quant::Method start_method = a.method.empty() ? quant::Method::rtn : quant::method_from_string(a.method);
   o.scale_lr = a.scale_lr;
-  o.generated = a.generated;
-  if (a.generated && a.loss == "text")
-    throw fpgallm::InputError("--generated", "the model's own samples have no text to predict: use it with --loss distill");
-  o.distill = a.generated || (a.loss.empty() ? (a.qat.empty() ? "text" : "distill") : a.loss) == "distill";
+  o.ema = a.ema;
+  if (a.generated && !std::isnan(a.generated_fraction))
+    throw fpgallm::InputError("--generated-fraction", "--generated is --generated-fraction 1: give one of them");
+  o.generated_fraction = a.generated ? 1.0 : std::isnan(a.generated_fraction) ? 0.0 : a.generated_fraction;
+  const bool generated = o.generated_fraction * o.batch >= 0.5;  // at least one sequence
+  if (generated && a.loss == "text")
+    throw fpgallm::InputError(a.generated ? "--generated" : "--generated-fraction",
+                              "the model's own samples have no text to predict: use it with --loss distill");
+  o.distill = generated || (a.loss.empty() ? (a.qat.empty() ? "text" : "distill") : a.loss) == "distill";
   // The starting model (the quantized file's fp32 reference) and the halves it is scored on,
   // checked before the training.
   const std::optional<model::Model> original = o.qat ? std::optional(m) : std::nullopt;
@@ -114,9 +121,15 @@ void run_train(const TrainArgs& given) {
     m.config = dq.config;
     m.weights = dq.weights;
   }
-  if (a.learn_scales)
-    o.scales = start ? train::GroupScales::of(*o.qat, start->qm.linears)
-                     : train::GroupScales::round_to_nearest(train::from_weights<float>(m.weights), m.config, *o.qat);
+  if (a.untie) {
+    if (!o.qat) throw fpgallm::InputError("--untie-classifier", "applies to --qat");
+    if (m.config.shared_classifier) {
+      m.config.shared_classifier = false;
+      m.weights.classifier = m.weights.token_embedding;
+    }
+  }
+  o.learn_scales = a.learn_scales;
+  if (a.learn_scales && start) o.scales = train::GroupScales::of(*o.qat, start->qm.linears);
 
   if (!a.json) {
     std::printf("training %s on %s: %zu train stories (%zu tokens), %zu held-out stories (%zu tokens)\n", a.model.c_str(),
@@ -125,14 +138,16 @@ void run_train(const TrainArgs& given) {
                 a.backend.c_str(), a.steps, a.batch, a.seq, a.lr, a.schedule.c_str(), a.warmup, a.beta1, a.beta2,
                 a.weight_decay, a.clip, static_cast<unsigned long long>(a.seed));
     std::printf("loss: %s, on %s\n", o.distill ? "KL divergence against the starting model's fp32 probabilities" : "cross-entropy",
-                o.generated ? "sequences the starting model samples" : "windows of the training half");
+                o.generated_fraction == 1 ? "sequences the starting model samples"
+                : generated ? fmt::format("windows of the training half and, {:g} of each batch, sequences the starting model samples", o.generated_fraction).c_str()
+                            : "windows of the training half");
     if (o.qat)
       std::printf("quantization-aware: forward on %s weights (group %d) and activations; losses are the quantized model's\n",
                   a.qat.c_str(), group);
     if (start)
       std::printf("starting from %s%s: held-out perplexity %.4f (%+.2f%%)\n", quant::to_string(start_method),
                   a.search_scales ? " --search-scales" : "", start->perplexity, 100 * start->rel_increase);
-    if (o.scales) std::printf("learned group scales (LSQ), Adam on log scales at peak rate %g\n", a.scale_lr);
+    if (o.learn_scales) std::printf("learned group scales (LSQ), Adam on log scales at peak rate %g\n", a.scale_lr);
     std::printf("%6s  %10s  %12s  %9s\n", "step", "train loss", "held-out loss", "grad norm");
     std::fflush(stdout);
   }
@@ -195,7 +210,7 @@ void run_train(const TrainArgs& given) {
                      {"lr_schedule", a.schedule},
                      {"warmup", a.warmup},
                      {"loss", o.distill ? "distill" : "text"},
-                     {"generated", o.generated},
+                     {"generated_fraction", o.generated_fraction},
                      {"qat", exported.is_null() ? nlohmann::json(nullptr) : exported},
                      {"train_tokens", data.train.size()},
                      {"heldout_tokens", r.heldout_tokens},
@@ -253,6 +268,14 @@ void setup(CLI::App& root) {
   cmd->add_flag("--generated", a->generated,
                "Train on sequences the starting model samples (temperature 1, from BOS; data-free distillation as in "
                "LLM-QAT) instead of the text's training half, which then only gives the held-out loss");
+  cmd->add_option("--generated-fraction", a->generated_fraction,
+                  "Share of each batch's sequences the starting model samples (as --generated), the rest windows of the "
+                  "training half (default 0)")
+      ->check(cli::between(0.0, 1.0));
+  cmd->add_option("--ema", a->ema,
+                  "Keep an exponential moving average of the weights with this decay per step (e.g. 0.99) and score and "
+                  "write it instead of the last step's (default 0: off)")
+      ->check(cli::between(0.0, 0.999999));
   cmd->add_option("-o,--output", a->out,
                   "Write the trained checkpoint here, in the input's format (llama2.c .bin, .gguf, safetensors folder); with --qat, "
                   "the quantized GGUF");
@@ -262,6 +285,8 @@ void setup(CLI::App& root) {
   cmd->add_flag("--search-scales", a->search_scales, "--qat w4a8/w4a16: start from searched group scales, as quantize --search-scales");
   cmd->add_flag("--learn-scales", a->learn_scales,
                 "--qat w4a8/w4a16: train the int4 group scales with the weights (LSQ) and export the learned ones");
+  cmd->add_flag("--untie-classifier", a->untie,
+                "--qat: train the classifier apart from the token embedding it shares (the quantized file stores both)");
   cmd->add_option("--scale-lr", a->scale_lr, "Adam peak rate of --learn-scales on log scales (default 1e-3)")->check(cli::kPositive);
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run_train(*a); });

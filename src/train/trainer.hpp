@@ -76,16 +76,22 @@ struct TrainOptions {
   // The loss: KL divergence against the starting model's fp32 probabilities on the same
   // batch (distillation) instead of cross-entropy against the text.
   bool distill = false;
-  // Training batches sampled from the starting model (generate_batch) instead of windows of
-  // the text's training half; the held-out loss stays on the text.
-  bool generated = false;
-  // QAT with learned int4 group scales (LSQ, train/qat.hpp), starting from these; their
-  // Adam runs at scale_lr (on log scales) on the same schedule as the weights.
+  // The share of each batch's sequences sampled from the starting model (generate_batch)
+  // instead of windows of the text's training half (rounded to whole sequences); the
+  // held-out loss stays on the text.
+  double generated_fraction = 0;
+  // QAT with learned int4 group scales (LSQ, train/qat.hpp), starting from `scales` when
+  // given, else from round to nearest's (max |w| / 7); their Adam runs at scale_lr (on log
+  // scales) on the same schedule as the weights.
+  bool learn_scales = false;
   std::optional<GroupScales> scales;
   double scale_lr = 1e-3;
   // The distillation target; the starting weights when not given (QAT from another
   // method's weights distills from the fp32 model these were made from).
   std::optional<model::Weights> teacher;
+  // Polyak averaging: when > 0, an exponential moving average of the weights (and learned
+  // scales) with this decay per step is kept, scored and returned instead of the last step's.
+  double ema = 0;
 };
 
 // QAT under `plan` for `steps` steps with the schedule `fpgallm train --qat` defaults to:
@@ -105,7 +111,7 @@ struct TrainResult {
   double seconds = 0;
   std::uint64_t macs = 0;       // multiply-accumulates through the training backend
   std::size_t heldout_tokens = 0;
-  std::optional<GroupScales> scales;  // the learned scales, when o.scales was given
+  std::optional<GroupScales> scales;  // the learned scales (o.learn_scales)
 };
 
 // Trains m.weights in place.
