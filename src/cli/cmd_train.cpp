@@ -24,10 +24,8 @@ struct TrainArgs {
   int steps = 200, batch = 8, seq = 64, eval_every = 25, warmup = 0, group = 0;  // group 0: --qat's default, 32
   std::size_t heldout_tokens = 0;
   double lr = std::nan(""), weight_decay = std::nan(""), clip = 1.0, beta1 = 0.9, beta2 = 0.95, scale_lr = std::nan("");
-  double generated_fraction = std::nan("");  // --generated: 1
-  double ema = 0;
   std::uint64_t seed = 1;
-  bool json = false, generated = false, search_scales = false, learn_scales = false, untie = false;
+  bool json = false, generated = false, search_scales = false, fixed_scales = false;
 };
 
 // In the input's format (llama2.c .bin, GGUF, or a safetensors folder), fp32 tensors; the
@@ -86,27 +84,26 @@ void run_train(const TrainArgs& given) {
   }
   const bool int4 = a.qat == "w4a8" || a.qat == "w4a16";
   for (const auto& [given, name] : {std::pair{!a.method.empty(), "--method"}, std::pair{a.search_scales, "--search-scales"},
-                                    std::pair{a.learn_scales, "--learn-scales"}})
+                                    std::pair{a.fixed_scales, "--fixed-scales"},
+                                    std::pair{!std::isnan(given.scale_lr), "--scale-lr"}})
     if (given && !int4) throw fpgallm::InputError(name, "applies to --qat w4a8 or w4a16 (int4 group scales)");
-  if (!std::isnan(given.scale_lr) && !a.learn_scales) throw fpgallm::InputError("--scale-lr", "is the rate of --learn-scales: use it with --learn-scales");
+  if (!std::isnan(given.scale_lr) && a.fixed_scales)
+    throw fpgallm::InputError("--scale-lr", "is the rate of the learned scales: not with --fixed-scales");
   const quant::Method start_method = a.method.empty() ? quant::Method::rtn : quant::method_from_string(a.method);
+  if (start_method == quant::Method::rtn && a.search_scales && a.fixed_scales)
+    throw fpgallm::InputError("--search-scales", "keeps the weights and only picks scales: not with --fixed-scales and --method rtn");
   o.scale_lr = a.scale_lr;
-  o.ema = a.ema;
-  if (a.generated && !std::isnan(a.generated_fraction))
-    throw fpgallm::InputError("--generated-fraction", "--generated is --generated-fraction 1: give one of them");
-  o.generated_fraction = a.generated ? 1.0 : std::isnan(a.generated_fraction) ? 0.0 : a.generated_fraction;
-  const bool generated = o.generated_fraction * o.batch >= 0.5;  // at least one sequence
-  if (generated && a.loss == "text")
-    throw fpgallm::InputError(a.generated ? "--generated" : "--generated-fraction",
-                              "the model's own samples have no text to predict: use it with --loss distill");
-  o.distill = generated || (a.loss.empty() ? (a.qat.empty() ? "text" : "distill") : a.loss) == "distill";
+  o.generated = a.generated;
+  if (a.generated && a.loss == "text")
+    throw fpgallm::InputError("--generated", "the model's own samples have no text to predict: use it with --loss distill");
+  o.distill = a.generated || (a.loss.empty() ? (a.qat.empty() ? "text" : "distill") : a.loss) == "distill";
   // The starting model (the quantized file's fp32 reference) and the halves it is scored on,
   // checked before the training.
   const std::optional<model::Model> original = o.qat ? std::optional(m) : std::nullopt;
   const std::optional<calib::Split> split = o.qat ? std::optional(calib::split_text(tok, text, a.data)) : std::nullopt;
   // QAT from another method's result: its dequantized weights (classifier untied, as the file
-  // stores it) are the master weights, its scales the first learned ones; the fp32 model stays
-  // the distillation target.
+  // stores it) are the master weights where the method changes them (awq, gptq), its scales
+  // the first learned ones; the fp32 model stays the distillation target.
   std::optional<calib::QuantizeResult> start;
   if (o.qat && (start_method != quant::Method::rtn || a.search_scales)) {
     calib::QuantizeOptions qo;
@@ -116,20 +113,15 @@ void run_train(const TrainArgs& given) {
       quantizing.update(done, total);
     });
     quantizing.finish();
-    o.teacher = m.weights;
-    const model::Model dq = start->qm.dequantized_model();
-    m.config = dq.config;
-    m.weights = dq.weights;
-  }
-  if (a.untie) {
-    if (!o.qat) throw fpgallm::InputError("--untie-classifier", "applies to --qat");
-    if (m.config.shared_classifier) {
-      m.config.shared_classifier = false;
-      m.weights.classifier = m.weights.token_embedding;
+    if (start_method != quant::Method::rtn) {  // awq folds, gptq moves the weights; rtn only picks scales
+      o.teacher = m.weights;
+      const model::Model dq = start->qm.dequantized_model();
+      m.config = dq.config;
+      m.weights = dq.weights;
     }
   }
-  o.learn_scales = a.learn_scales;
-  if (a.learn_scales && start) o.scales = train::GroupScales::of(*o.qat, start->qm.linears);
+  o.learn_scales = o.qat && train::qat_options(*o.qat, a.steps).learn_scales && !a.fixed_scales;
+  if (o.learn_scales && start) o.scales = train::GroupScales::of(*o.qat, start->qm.linears);
 
   if (!a.json) {
     std::printf("training %s on %s: %zu train stories (%zu tokens), %zu held-out stories (%zu tokens)\n", a.model.c_str(),
@@ -138,9 +130,7 @@ void run_train(const TrainArgs& given) {
                 a.backend.c_str(), a.steps, a.batch, a.seq, a.lr, a.schedule.c_str(), a.warmup, a.beta1, a.beta2,
                 a.weight_decay, a.clip, static_cast<unsigned long long>(a.seed));
     std::printf("loss: %s, on %s\n", o.distill ? "KL divergence against the starting model's fp32 probabilities" : "cross-entropy",
-                o.generated_fraction == 1 ? "sequences the starting model samples"
-                : generated ? fmt::format("windows of the training half and, {:g} of each batch, sequences the starting model samples", o.generated_fraction).c_str()
-                            : "windows of the training half");
+                o.generated ? "sequences the starting model samples" : "windows of the training half");
     if (o.qat)
       std::printf("quantization-aware: forward on %s weights (group %d) and activations; losses are the quantized model's\n",
                   a.qat.c_str(), group);
@@ -179,7 +169,7 @@ void run_train(const TrainArgs& given) {
                 {"group", group},
                 {"start_method", quant::to_string(start_method)},
                 {"search_scales", a.search_scales},
-                {"learn_scales", a.learn_scales},
+                {"learn_scales", o.learn_scales},
                 {"start_perplexity", start ? nlohmann::json(start->perplexity) : nlohmann::json(nullptr)},
                 {"held_out_tokens", qp.tokens},
                 {"fp32_perplexity", fp.perplexity},
@@ -210,7 +200,7 @@ void run_train(const TrainArgs& given) {
                      {"lr_schedule", a.schedule},
                      {"warmup", a.warmup},
                      {"loss", o.distill ? "distill" : "text"},
-                     {"generated_fraction", o.generated_fraction},
+                     {"generated", o.generated},
                      {"qat", exported.is_null() ? nlohmann::json(nullptr) : exported},
                      {"train_tokens", data.train.size()},
                      {"heldout_tokens", r.heldout_tokens},
@@ -268,14 +258,6 @@ void setup(CLI::App& root) {
   cmd->add_flag("--generated", a->generated,
                "Train on sequences the starting model samples (temperature 1, from BOS; data-free distillation as in "
                "LLM-QAT) instead of the text's training half, which then only gives the held-out loss");
-  cmd->add_option("--generated-fraction", a->generated_fraction,
-                  "Share of each batch's sequences the starting model samples (as --generated), the rest windows of the "
-                  "training half (default 0)")
-      ->check(cli::between(0.0, 1.0));
-  cmd->add_option("--ema", a->ema,
-                  "Keep an exponential moving average of the weights with this decay per step (e.g. 0.99) and score and "
-                  "write it instead of the last step's (default 0: off)")
-      ->check(cli::between(0.0, 0.999999));
   cmd->add_option("-o,--output", a->out,
                   "Write the trained checkpoint here, in the input's format (llama2.c .bin, .gguf, safetensors folder); with --qat, "
                   "the quantized GGUF");
@@ -283,11 +265,10 @@ void setup(CLI::App& root) {
                   "--qat w4a8/w4a16: start from the weights and scales `quantize --method` chooses (rtn, awq, gptq, awq+gptq; "
                   "default rtn); the fp32 model stays the distillation target");
   cmd->add_flag("--search-scales", a->search_scales, "--qat w4a8/w4a16: start from searched group scales, as quantize --search-scales");
-  cmd->add_flag("--learn-scales", a->learn_scales,
-                "--qat w4a8/w4a16: train the int4 group scales with the weights (LSQ) and export the learned ones");
-  cmd->add_flag("--untie-classifier", a->untie,
-                "--qat: train the classifier apart from the token embedding it shares (the quantized file stores both)");
-  cmd->add_option("--scale-lr", a->scale_lr, "Adam peak rate of --learn-scales on log scales (default 1e-3)")->check(cli::kPositive);
+  cmd->add_flag("--fixed-scales", a->fixed_scales,
+                "--qat w4a8/w4a16: int4 group scales max |w| / 7 at every step, instead of learned with the weights "
+                "(LSQ) and exported");
+  cmd->add_option("--scale-lr", a->scale_lr, "Adam peak rate of the learned int4 group scales, on log scales (default 1e-3)")->check(cli::kPositive);
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run_train(*a); });
 }

@@ -91,16 +91,6 @@ std::vector<Batch> window_batches(const std::vector<int>& stream, int batch, int
   return out;
 }
 
-namespace {
-
-// a = decay * a + (1 - decay) * x, elementwise.
-void blend(std::vector<float>& a, const std::vector<float>& x, double decay) {
-  for (std::size_t j = 0; j < a.size(); ++j)
-    a[j] = static_cast<float>(decay * a[j] + (1 - decay) * x[j]);
-}
-
-}  // namespace
-
 double heldout_loss(Llama<float>& net, const Params<float>& p, const std::vector<Batch>& windows) {
   RefMatmul<float> mm;
   double sum = 0;
@@ -136,6 +126,8 @@ TrainOptions qat_options(const quant::Plan& plan, int steps) {
   o.adamw.lr = 3e-4;
   o.adamw.weight_decay = 0;
   o.schedule = LrSchedule::cosine;
+  o.learn_scales = std::any_of(plan.layers.begin(), plan.layers.end(),
+                               [](const quant::LayerPlan& lp) { return lp.weight == quant::WeightFormat::int4; });
   return o;
 }
 
@@ -158,20 +150,11 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
   if (o.learn_scales && !o.qat) throw std::invalid_argument("learned scales need a quantization plan");
   std::optional<GroupScales> scales;
   if (o.learn_scales) scales = o.scales ? *o.scales : GroupScales::round_to_nearest(p, m.config, *o.qat);
-  // Polyak averaging (o.ema): the held-out loss and the result are the averaged weights'.
-  std::optional<Params<float>> avg;
-  std::optional<GroupScales> avg_scales;
-  if (o.ema > 0) {
-    avg = p;
-    avg_scales = scales;
-  }
-  const auto forward_of = [&](const Params<float>& w, const std::optional<GroupScales>& sc) -> const Params<float>& {
-    if (!o.qat) return w;
-    fake_quantize_weights(w, m.config, *o.qat, fake, sc ? &*sc : nullptr);
+  const auto forward_params = [&]() -> const Params<float>& {
+    if (!o.qat) return p;
+    fake_quantize_weights(p, m.config, *o.qat, fake, scales ? &*scales : nullptr);
     return fake;
   };
-  const auto forward_params = [&]() -> const Params<float>& { return forward_of(p, scales); };
-  const auto eval_params = [&]() -> const Params<float>& { return avg ? forward_of(*avg, avg_scales) : forward_params(); };
   std::optional<ScaleAdam> scale_opt;
   GroupScales scale_grad;
   if (scales) scale_opt.emplace(*scales, o.adamw.beta1, o.adamw.beta2);
@@ -186,7 +169,7 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
   TrainResult r;
   for (const auto& w : windows) r.heldout_tokens += static_cast<std::size_t>(w.batch) * w.seq;
   CurvePoint first;
-  first.heldout_loss = heldout_loss(eval_net, eval_params(), windows);
+  first.heldout_loss = heldout_loss(eval_net, forward_params(), windows);
   {
     // The training loss of one batch, as the steps measure it.
     const Batch b = sample_batch(data.train, o.batch, o.seq, rng);
@@ -204,15 +187,10 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
   int since_n = 0;
   double last_norm = 0;
   std::optional<engine::Transformer> sampler;
-  const int n_generated = static_cast<int>(std::lround(o.generated_fraction * o.batch));
-  if (n_generated > 0) sampler.emplace(m);  // m keeps the starting weights until the end
+  if (o.generated) sampler.emplace(m);  // m keeps the starting weights until the end
   for (int step = 1; step <= o.steps; ++step) {
-    Batch b = sample_batch(data.train, o.batch - n_generated, o.seq, rng);
-    if (n_generated > 0) {
-      const Batch g = generate_batch(*sampler, data.train.front(), n_generated, o.seq, rng);
-      b.batch += g.batch;
-      b.tokens.insert(b.tokens.end(), g.tokens.begin(), g.tokens.end());
-    }
+    const Batch b = o.generated ? generate_batch(*sampler, data.train.front(), o.batch, o.seq, rng)
+                                : sample_batch(data.train, o.batch, o.seq, rng);
     const std::vector<float>* targets = nullptr;
     if (o.distill) {
       teacher.loss(start, b, teacher_mm);
@@ -230,22 +208,16 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
     opt.set_lr(lr);
     last_norm = opt.step(p, grad);
     if (scales) scale_opt->step(*scales, scale_grad, o.scale_lr * lr / o.adamw.lr);
-    if (avg) {
-      auto at = avg->tensors(), pt = p.tensors();
-      for (std::size_t i = 0; i < at.size(); ++i) blend(*at[i].data, *pt[i].data, o.ema);
-      if (scales)
-        for (std::size_t i = 0; i < scales->log_scale.size(); ++i) blend(avg_scales->log_scale[i], scales->log_scale[i], o.ema);
-    }
     if (on_step) on_step(step, o.steps);
     if (step % o.eval_every == 0 || step == o.steps) {
-      CurvePoint pt{step, since_sum / since_n, heldout_loss(eval_net, eval_params(), windows), last_norm};
+      CurvePoint pt{step, since_sum / since_n, heldout_loss(eval_net, forward_params(), windows), last_norm};
       since_sum = 0, since_n = 0;
       r.curve.push_back(pt);
       if (on_point) on_point(pt);
     }
   }
-  to_weights(avg ? *avg : p, m.weights);
-  r.scales = avg ? std::move(avg_scales) : std::move(scales);
+  to_weights(p, m.weights);
+  r.scales = std::move(scales);
   r.macs = mm->macs();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

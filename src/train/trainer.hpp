@@ -76,10 +76,9 @@ struct TrainOptions {
   // The loss: KL divergence against the starting model's fp32 probabilities on the same
   // batch (distillation) instead of cross-entropy against the text.
   bool distill = false;
-  // The share of each batch's sequences sampled from the starting model (generate_batch)
-  // instead of windows of the text's training half (rounded to whole sequences); the
-  // held-out loss stays on the text.
-  double generated_fraction = 0;
+  // Training batches sampled from the starting model (generate_batch) instead of windows of
+  // the text's training half; the held-out loss stays on the text.
+  bool generated = false;
   // QAT with learned int4 group scales (LSQ, train/qat.hpp), starting from `scales` when
   // given, else from round to nearest's (max |w| / 7); their Adam runs at scale_lr (on log
   // scales) on the same schedule as the weights.
@@ -89,14 +88,12 @@ struct TrainOptions {
   // The distillation target; the starting weights when not given (QAT from another
   // method's weights distills from the fp32 model these were made from).
   std::optional<model::Weights> teacher;
-  // Polyak averaging: when > 0, an exponential moving average of the weights (and learned
-  // scales) with this decay per step is kept, scored and returned instead of the last step's.
-  double ema = 0;
 };
 
 // QAT under `plan` for `steps` steps with the schedule `fpgallm train --qat` defaults to:
 // distillation, AdamW peak rate 3e-4 on a cosine, no weight decay (docs/training.md;
-// decay would pull the master weights away from the model being matched).
+// decay would pull the master weights away from the model being matched), and learned
+// int4 group scales when the plan has int4 layers (docs/quantization.md 11.1).
 TrainOptions qat_options(const quant::Plan& plan, int steps);
 
 struct CurvePoint {

@@ -36,8 +36,9 @@ TEST(TrainCli, FewStepsWriteALoadableCheckpoint) {
 // --backend accel` takes it with the default design, and `eval --backend accel` measures a
 // perplexity within the accelerator tests' bound (2e-3) of the simulated quantization of
 // the same file (greedy tokens: QatTraining.ExportedModelRunsOnTheAcceleratorAsTheReferenceEngineDoes).
-// Also with learned scales from GPTQ's start: group scales that are not max |w| / 7 (w2's
-// 172 columns stored as F32 values with their scales beside them, docs/quantization.md 8).
+// With learned scales (the default), from RTN's start and from GPTQ's: group scales that
+// are not max |w| / 7 (w2's 172 columns stored as F32 values with their scales beside
+// them, docs/quantization.md 8).
 TEST(TrainCli, QatExportRunsOnTheAccelerator) {
   using testing_support::run_fpgallm;
   const std::string dir = testing_support::scratch_dir("train_cli_qat");
@@ -46,8 +47,8 @@ TEST(TrainCli, QatExportRunsOnTheAccelerator) {
   const std::string text = testing_support::sample_lines(8);
   const std::string text_file = dir + "/stories.txt";
   testing_support::write_bytes(text_file, text);
-  for (const std::string extra : {"", " --learn-scales --method gptq --search-scales"}) {
-    const std::string out = dir + (extra.empty() ? "/qat.gguf" : "/lsq.gguf");
+  for (const std::string extra : {"", " --method gptq --search-scales"}) {
+    const std::string out = dir + "/qat" + std::to_string(extra.size()) + ".gguf";
     const auto r = run_fpgallm("train " + model + " --data " + text_file +
                                " --qat w4a8 --steps 6 --batch 4 --seq 32 --eval-every 6 --heldout-tokens 256 --lr 1e-3 "
                                "--lr-schedule cosine --json -o " + out + extra);
@@ -55,7 +56,7 @@ TEST(TrainCli, QatExportRunsOnTheAccelerator) {
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j.at("loss"), "distill");
     EXPECT_EQ(j.at("qat").at("scheme"), "w4a8");
-    EXPECT_EQ(j.at("qat").at("learn_scales"), !extra.empty());
+    EXPECT_EQ(j.at("qat").at("learn_scales"), true);
     EXPECT_GT(j.at("qat").at("perplexity").get<double>(), 1.0);
     // No --design: the default accelerator takes the file's 4-bit weights.
     const auto acc = run_fpgallm("run " + model + " --quant " + out + " -t 0 -n 8 -i 'Once upon a time' --backend accel");
