@@ -139,6 +139,9 @@ void fake_quantize_weights(const Params<float>& master, const model::Config& c, 
   for (int l = 0; l < c.n_layers; ++l) {
     out.layers[static_cast<std::size_t>(l)].attn_norm = master.layers[static_cast<std::size_t>(l)].attn_norm;
     out.layers[static_cast<std::size_t>(l)].ffn_norm = master.layers[static_cast<std::size_t>(l)].ffn_norm;
+    out.layers[static_cast<std::size_t>(l)].bq = master.layers[static_cast<std::size_t>(l)].bq;
+    out.layers[static_cast<std::size_t>(l)].bk = master.layers[static_cast<std::size_t>(l)].bk;
+    out.layers[static_cast<std::size_t>(l)].bv = master.layers[static_cast<std::size_t>(l)].bv;
   }
   out.classifier.clear();
   for (std::size_t i = 0; i < plan.layers.size(); ++i) {
