@@ -161,18 +161,50 @@ const std::vector<float>& weights_of(const model::Model& m, int layer, model::Li
 
 // The plan and layer set with only layer i in candidate precision (weight-only, fp16 input).
 void set_layer(const model::Model& m, quant::Plan& plan, std::vector<quant::QuantLinear>& linears, std::size_t i,
-               const Candidate& cand) {
+               const Candidate& cand, const LayerMethod& method) {
   auto& lp = plan.layers[i];
   lp.weight = cand.weight;
   lp.act = cand.weight == WeightFormat::f32 ? ActFormat::f32 : ActFormat::f16;
-  const auto s = model::linear_shape(m.config, lp.which);
-  linears[i] = quant::quantize_linear(weights_of(m, lp.layer, lp.which), s.rows, s.cols, cand.weight, cand.group);
+  linears[i] = method.quantize(m, lp.layer, lp.which, cand);
 }
 
 }  // namespace
 
+quant::QuantLinear LayerMethod::quantize(const model::Model& m, int layer, model::Linear which, const Candidate& c) const {
+  const auto s = model::linear_shape(m.config, which);
+  const auto& w = weights_of(m, layer, which);
+  const bool gptq = method == quant::Method::gptq || method == quant::Method::awq_gptq;
+  if (c.weight != WeightFormat::int4 || (!gptq && !search_scales))
+    return quant::quantize_linear(w, s.rows, s.cols, c.weight, c.group);
+  if (!hessians) throw std::invalid_argument("gptq and searched scales need the layers' Hessians");
+  const auto& h = hessians->of(layer, which);
+  quant::QuantLinear q;
+  q.format = WeightFormat::int4;
+  q.rows = s.rows;
+  q.cols = s.cols;
+  if (gptq) {
+    quant::GptqOptions go;
+    go.act_order = act_order;
+    go.search_scales = search_scales;
+    q.int4 = quant::gptq_int4(w, s.rows, s.cols, c.group, h, go);
+  } else {
+    q.int4 = quant::quantize_int4_searched(w, s.rows, s.cols, c.group, h);
+  }
+  return q;
+}
+
+std::vector<quant::QuantLinear> quantize_layers(const model::Model& m, const quant::Plan& plan, const LayerMethod& method) {
+  std::vector<quant::QuantLinear> out(plan.layers.size());
+  for (std::size_t i = 0; i < plan.layers.size(); ++i) {
+    const auto& lp = plan.layers[i];
+    out[i] = method.quantize(m, lp.layer, lp.which, {lp.weight, plan.group});
+  }
+  return out;
+}
+
 SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vector<int>>& sequences,
-                             const std::vector<Candidate>& candidates, const ProgressFn& progress) {
+                             const std::vector<Candidate>& candidates, const ProgressFn& progress,
+                             const LayerMethod& method) {
   SensitivityTable table;
   {
     engine::Transformer ref(m);
@@ -188,7 +220,7 @@ SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vecto
       quant::Plan plan = fp32;
       plan.group = cand.group;
       std::vector<quant::QuantLinear> linears(plan.layers.size());
-      set_layer(m, plan, linears, i, cand);
+      set_layer(m, plan, linears, i, cand, method);
       const auto p = evaluate(m, plan, linears, sequences, {}, FloatProducts::gemm);
       const auto& lp = plan.layers[i];
       table.rows.push_back({lp.layer, lp.which, cand, p.perplexity,
@@ -247,7 +279,8 @@ void to_json(nlohmann::json& j, const SensitivityTable& t) {
 }
 
 SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, int group, double budget, bool kv8,
-                          const std::vector<std::vector<int>>& held_out, const ProgressFn& progress) {
+                          const std::vector<std::vector<int>>& held_out, const ProgressFn& progress,
+                          const LayerMethod& method) {
   const auto& c = m.config;
   quant::Plan start = quant::uniform_plan(c, quant::Scheme::mixed, group);
   start.kv8 = kv8;
@@ -322,11 +355,11 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
   std::vector<Verified> verified;
   auto verify = [&](const std::vector<bool>& applied) {
     const quant::Plan p = plan_of(applied);
-    const auto qm = quant::quantize_model(m, p);
-    const double ppl = evaluate(m, p, qm.linears, held_out, {}, FloatProducts::gemm).perplexity;
+    const auto linears = quantize_layers(m, p, method);
+    const double ppl = evaluate(m, p, linears, held_out, {}, FloatProducts::gemm).perplexity;
     ++r.verifications;
     if (progress) progress("verify", static_cast<std::size_t>(r.verifications), 0);
-    verified.push_back({applied, ppl, (ppl - r.fp32_perplexity) / r.fp32_perplexity, qm.linear_weight_bytes()});
+    verified.push_back({applied, ppl, (ppl - r.fp32_perplexity) / r.fp32_perplexity, quant::linear_weight_bytes(m.config, p)});
     return verified.back().rel <= budget;
   };
   // Longest prefix whose predicted loss fits; binary search below it while the measured
@@ -405,12 +438,13 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
   using quant::Method;
   res.method = opt.method;
   res.search_scales = opt.search_scales;
-  const bool int4 = opt.scheme == quant::Scheme::w4a8 || opt.scheme == quant::Scheme::w4a16;
+  const bool mixed = opt.scheme == quant::Scheme::mixed;
+  const bool int4 = opt.scheme == quant::Scheme::w4a8 || opt.scheme == quant::Scheme::w4a16 || mixed;
   if (opt.method != Method::rtn && !int4)
     throw fpgallm::InputError("--method", std::string(quant::to_string(opt.method)) +
-                                              " chooses int4 codes: use it with --scheme w4a8 or w4a16");
+                                              " chooses int4 codes: use it with --scheme w4a8, w4a16 or mixed");
   if (opt.search_scales && !int4)
-    throw fpgallm::InputError("--search-scales", "searches int4 group scales: use it with --scheme w4a8 or w4a16");
+    throw fpgallm::InputError("--search-scales", "searches int4 group scales: use it with --scheme w4a8, w4a16 or mixed");
   if (opt.method == Method::awq || opt.method == Method::awq_gptq) {
     const quant::Plan fp32 = quant::uniform_plan(m.config, quant::Scheme::fp32, opt.group);
     const std::vector<quant::QuantLinear> none(fp32.layers.size());
@@ -419,21 +453,35 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
     ++res.calibration_passes;
     res.awq = quant::awq(work, h, opt.group);
   }
-  if (opt.scheme == quant::Scheme::mixed) {
+  if (mixed) {
+    // Each layer's int4 error, in the sensitivities and the verified plans, is the method's
+    // on that layer alone (GPTQ with the fp32 model's Hessians).
+    LayerMethod lm{opt.method, opt.act_order, opt.search_scales, nullptr};
+    quant::Hessians h;
+    if (opt.method == Method::gptq || opt.method == Method::awq_gptq || opt.search_scales) {
+      const quant::Plan fp32 = quant::uniform_plan(m.config, quant::Scheme::fp32, opt.group);
+      h = collect_hessians(work, fp32, std::vector<quant::QuantLinear>(fp32.layers.size()), res.split.calibration,
+                           HessianTransformer::kAllLayers, progress);
+      ++res.calibration_passes;
+      lm.hessians = &h;
+    }
     std::vector<Candidate> cands{{WeightFormat::int8, 32}, {WeightFormat::int4, 32}, {WeightFormat::int4, 128}};
     if (opt.group == 64) cands.push_back({WeightFormat::int4, 64});
-    res.sensitivity = sensitivity(work, first_tokens(res.split.calibration, opt.sensitivity_tokens), cands, progress);
-    res.search = search_mixed(work, *res.sensitivity, opt.group, opt.budget, opt.kv8, res.split.held_out, progress);
+    res.sensitivity = sensitivity(work, first_tokens(res.split.calibration, opt.sensitivity_tokens), cands, progress, lm);
+    res.search = search_mixed(work, *res.sensitivity, opt.group, opt.budget, opt.kv8, res.split.held_out, progress, lm);
     plan = res.search->plan;
+    res.qm = quant::quantize_model(work, plan);
+    res.qm.linears = quantize_layers(work, plan, lm);
+  } else {
+    res.qm = quant::quantize_model(work, plan);
   }
-  res.qm = quant::quantize_model(work, plan);
-  if (opt.method == Method::gptq || opt.method == Method::awq_gptq) {
+  if (!mixed && (opt.method == Method::gptq || opt.method == Method::awq_gptq)) {
     quant::GptqOptions go;
     go.act_order = opt.act_order;
     go.search_scales = opt.search_scales;
     res.qm.linears = quantize_gptq(work, plan, res.split.calibration, go, progress);
     res.calibration_passes += m.config.n_layers + 1;  // one per block and the classifier
-  } else if (opt.search_scales) {
+  } else if (!mixed && opt.search_scales) {
     // The Hessians of the (smoothed) fp32 model weight each group's error.
     const quant::Plan fp32 = quant::uniform_plan(m.config, quant::Scheme::fp32, opt.group);
     const std::vector<quant::QuantLinear> none(fp32.layers.size());

@@ -79,9 +79,24 @@ struct SensitivityTable {
   std::size_t tokens = 0;
   std::vector<LayerSensitivity> rows;  // sorted, most sensitive first
 };
-// Each (layer, candidate) quantized alone; measured on `sequences` (the calibration half).
+// How the sensitivity analysis and the mixed search quantize one layer to a candidate:
+// int4 by `method` on the layer alone, int8 and fp16 by round to nearest. AWQ's folding is
+// done on the model beforehand (its int4 codes are then round to nearest of the folded
+// weights); GPTQ runs on the layer with `hessians` (the fp32 model's, every site), which
+// search_scales also needs (Hessian-weighted for rtn and awq, as quantize does).
+struct LayerMethod {
+  quant::Method method = quant::Method::rtn;
+  bool act_order = false;
+  bool search_scales = false;
+  const quant::Hessians* hessians = nullptr;
+
+  quant::QuantLinear quantize(const model::Model& m, int layer, model::Linear which, const Candidate& c) const;
+};
+// Each (layer, candidate) quantized alone by `method`; measured on `sequences` (the
+// calibration half).
 SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vector<int>>& sequences,
-                             const std::vector<Candidate>& candidates, const ProgressFn& progress = {});
+                             const std::vector<Candidate>& candidates, const ProgressFn& progress = {},
+                             const LayerMethod& method = {});
 void to_json(nlohmann::json& j, const SensitivityTable& t);
 
 struct SearchResult {
@@ -95,9 +110,13 @@ struct SearchResult {
   std::uint64_t bytes = 0;
 };
 // Greedy by bytes saved per unit of sensitivity (from `table`), predicted loss = sum of
-// sensitivities; then evaluated on `held_out` and backed off while over budget.
+// sensitivities; then evaluated on `held_out` (every layer quantized by `method`) and
+// backed off while over budget.
 SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, int group, double budget,
-                          bool kv8, const std::vector<std::vector<int>>& held_out, const ProgressFn& progress = {});
+                          bool kv8, const std::vector<std::vector<int>>& held_out, const ProgressFn& progress = {},
+                          const LayerMethod& method = {});
+// Every layer of `plan` quantized by `method` (fp32 layers kept): the mixed plan's weights.
+std::vector<quant::QuantLinear> quantize_layers(const model::Model& m, const quant::Plan& plan, const LayerMethod& method);
 
 struct QuantizeOptions {
   quant::Scheme scheme = quant::Scheme::w8a8;

@@ -147,7 +147,8 @@ void setup(CLI::App& root) {
   cmd->add_option("--scheme", a->scheme, "w8a8 | w8a8-static | w8a8-smooth | w4a16 | w4a8 | mixed");
   cmd->add_option("--group", a->group, "int4 group size")->check(CLI::IsMember({32, 64, 128}));
   cmd->add_option("--method", a->method,
-                  "int4 codes: rtn (round to nearest) | awq | gptq | awq+gptq (docs/quantization.md section 11)");
+                  "int4 codes (w4a8, w4a16, and mixed's int4 layers and sensitivities): rtn (round to nearest) | awq | gptq | "
+                  "awq+gptq (docs/quantization.md section 11)");
   cmd->add_flag("--act-order", a->act_order, "gptq: columns in order of decreasing Hessian diagonal");
   cmd->add_flag("--search-scales", a->search_scales,
                 "int4: each group's scale from clip ratios 1 to 0.525 of max |w|, the least round-trip error "

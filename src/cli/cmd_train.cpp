@@ -20,12 +20,12 @@ namespace {
 
 struct TrainArgs {
   // lr, weight_decay and schedule: empty/NaN until given; the defaults depend on --qat.
-  std::string model, data, tokenizer, out, backend = "ref", schedule, qat, loss;
+  std::string model, data, tokenizer, out, backend = "ref", schedule, qat, loss, method;
   int steps = 200, batch = 8, seq = 64, eval_every = 25, warmup = 0, group = 0;  // group 0: --qat's default, 32
   std::size_t heldout_tokens = 0;
-  double lr = std::nan(""), weight_decay = std::nan(""), clip = 1.0, beta1 = 0.9, beta2 = 0.95;
+  double lr = std::nan(""), weight_decay = std::nan(""), clip = 1.0, beta1 = 0.9, beta2 = 0.95, scale_lr = std::nan("");
   std::uint64_t seed = 1;
-  bool json = false, generated = false;
+  bool json = false, generated = false, search_scales = false, fixed_scales = false;
 };
 
 // In the input's format (llama2.c .bin, GGUF, or a safetensors folder), fp32 tensors; the
@@ -41,6 +41,7 @@ TrainArgs with_defaults(TrainArgs a) {
   if (std::isnan(a.lr)) a.lr = qat ? q.adamw.lr : 1e-5;
   if (std::isnan(a.weight_decay)) a.weight_decay = qat ? q.adamw.weight_decay : 0.1;
   if (a.schedule.empty()) a.schedule = train::to_string(qat ? q.schedule : train::LrSchedule::constant);
+  if (std::isnan(a.scale_lr)) a.scale_lr = q.scale_lr;
   return a;
 }
 
@@ -54,7 +55,8 @@ void run_train(const TrainArgs& given) {
                           {a.model, a.data, a.tokenizer});
   model::Model m = model::load(a.model);
   if (!m.has_weights()) throw fpgallm::InputError(a.model, "has no weights (a preset cannot be trained; use fpgallm synth)");
-  if (m.config.arch != model::Arch::llama) throw fpgallm::InputError(a.model, "training supports llama-architecture models only");
+  if (m.config.arch != model::Arch::llama && m.config.arch != model::Arch::qwen2)
+    throw fpgallm::InputError(a.model, "training supports llama and qwen2 models only");
   if (!m.weights.rope_freq_factors.empty() || m.config.head_size != 0)
     throw fpgallm::InputError(a.model, "training does not support RoPE scaling or a free head width yet");
   if (a.seq > m.config.seq_len)
@@ -81,6 +83,17 @@ void run_train(const TrainArgs& given) {
       throw fpgallm::InputError("--backend", "--qat runs its products in fp32 on the rounded values: use --backend ref");
     o.qat = quant::uniform_plan(m.config, scheme, group);
   }
+  const bool int4 = a.qat == "w4a8" || a.qat == "w4a16";
+  for (const auto& [given, name] : {std::pair{!a.method.empty(), "--method"}, std::pair{a.search_scales, "--search-scales"},
+                                    std::pair{a.fixed_scales, "--fixed-scales"},
+                                    std::pair{!std::isnan(given.scale_lr), "--scale-lr"}})
+    if (given && !int4) throw fpgallm::InputError(name, "applies to --qat w4a8 or w4a16 (int4 group scales)");
+  if (!std::isnan(given.scale_lr) && a.fixed_scales)
+    throw fpgallm::InputError("--scale-lr", "is the rate of the learned scales: not with --fixed-scales");
+  const quant::Method start_method = a.method.empty() ? quant::Method::rtn : quant::method_from_string(a.method);
+  if (start_method == quant::Method::rtn && a.search_scales && a.fixed_scales)
+    throw fpgallm::InputError("--search-scales", "keeps the weights and only picks scales: not with --fixed-scales and --method rtn");
+  o.scale_lr = a.scale_lr;
   o.generated = a.generated;
   if (a.generated && a.loss == "text")
     throw fpgallm::InputError("--generated", "the model's own samples have no text to predict: use it with --loss distill");
@@ -89,6 +102,27 @@ void run_train(const TrainArgs& given) {
   // checked before the training.
   const std::optional<model::Model> original = o.qat ? std::optional(m) : std::nullopt;
   const std::optional<calib::Split> split = o.qat ? std::optional(calib::split_text(tok, text, a.data)) : std::nullopt;
+  // QAT from another method's result: its dequantized weights (classifier untied, as the file
+  // stores it) are the master weights where the method changes them (awq, gptq), its scales
+  // the first learned ones; the fp32 model stays the distillation target.
+  std::optional<calib::QuantizeResult> start;
+  if (o.qat && (start_method != quant::Method::rtn || a.search_scales)) {
+    calib::QuantizeOptions qo;
+    qo.scheme = o.qat->scheme, qo.group = group, qo.method = start_method, qo.search_scales = a.search_scales;
+    cli::Progress quantizing("train: quantize the start", a.json);
+    start = calib::quantize(m, tok, text, a.data, qo, [&](const std::string&, std::size_t done, std::size_t total) {
+      quantizing.update(done, total);
+    });
+    quantizing.finish();
+    if (start_method != quant::Method::rtn) {  // awq folds, gptq moves the weights; rtn only picks scales
+      o.teacher = m.weights;
+      const model::Model dq = start->qm.dequantized_model();
+      m.config = dq.config;
+      m.weights = dq.weights;
+    }
+  }
+  o.learn_scales = o.qat && train::qat_options(*o.qat, a.steps).learn_scales && !a.fixed_scales;
+  if (o.learn_scales && start) o.scales = train::GroupScales::of(*o.qat, start->qm.linears);
 
   if (!a.json) {
     std::printf("training %s on %s: %zu train stories (%zu tokens), %zu held-out stories (%zu tokens)\n", a.model.c_str(),
@@ -101,6 +135,10 @@ void run_train(const TrainArgs& given) {
     if (o.qat)
       std::printf("quantization-aware: forward on %s weights (group %d) and activations; losses are the quantized model's\n",
                   a.qat.c_str(), group);
+    if (start)
+      std::printf("starting from %s%s: held-out perplexity %.4f (%+.2f%%)\n", quant::to_string(start_method),
+                  a.search_scales ? " --search-scales" : "", start->perplexity, 100 * start->rel_increase);
+    if (o.learn_scales) std::printf("learned group scales (LSQ), Adam on log scales at peak rate %g\n", a.scale_lr);
     std::printf("%6s  %10s  %12s  %9s\n", "step", "train loss", "held-out loss", "grad norm");
     std::fflush(stdout);
   }
@@ -118,7 +156,7 @@ void run_train(const TrainArgs& given) {
   if (o.qat) {
     // The trained master weights quantized by the plan the forward pass trained on, scored
     // as quantize scores: on the held-out half of the same text against the starting fp32.
-    quant::QuantModel qm = quant::quantize_model(m, *o.qat);
+    quant::QuantModel qm = r.scales ? train::export_quantized(m, *o.qat, *r.scales) : quant::quantize_model(m, *o.qat);
     qm.calibration_file = a.data;
     qm.calibration_fnv1a = quant::fnv1a64(text);
     if (!a.out.empty()) {
@@ -130,6 +168,10 @@ void run_train(const TrainArgs& given) {
     const engine::Perplexity qp = calib::evaluate(qm, split->held_out);
     exported = {{"scheme", a.qat},
                 {"group", group},
+                {"start_method", quant::to_string(start_method)},
+                {"search_scales", a.search_scales},
+                {"learn_scales", o.learn_scales},
+                {"start_perplexity", start ? nlohmann::json(start->perplexity) : nlohmann::json(nullptr)},
                 {"held_out_tokens", qp.tokens},
                 {"fp32_perplexity", fp.perplexity},
                 {"fp32_perplexity_err", fp.perplexity_err},
@@ -220,6 +262,14 @@ void setup(CLI::App& root) {
   cmd->add_option("-o,--output", a->out,
                   "Write the trained checkpoint here, in the input's format (llama2.c .bin, .gguf, safetensors folder); with --qat, "
                   "the quantized GGUF");
+  cmd->add_option("--method", a->method,
+                  "--qat w4a8/w4a16: start from the weights and scales `quantize --method` chooses (rtn, awq, gptq, awq+gptq; "
+                  "default rtn); the fp32 model stays the distillation target");
+  cmd->add_flag("--search-scales", a->search_scales, "--qat w4a8/w4a16: start from searched group scales, as quantize --search-scales");
+  cmd->add_flag("--fixed-scales", a->fixed_scales,
+                "--qat w4a8/w4a16: int4 group scales max |w| / 7 at every step, instead of learned with the weights "
+                "(LSQ) and exported");
+  cmd->add_option("--scale-lr", a->scale_lr, "Adam peak rate of the learned int4 group scales, on log scales (default 1e-3)")->check(cli::kPositive);
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { run_train(*a); });
 }

@@ -82,10 +82,11 @@ calib::QuantizeResult quantize_aware(const model::Model& m, const model::Tokeniz
   o.eval_every = steps;
   o.heldout_tokens = 1024;  // the curve's own held-out loss: the scoring below is the measurement
   model::Model tuned = m;
-  train::fine_tune(tuned, train::split_text(tok, text, o.seq, source), o, {}, [&](int step, int n) {
-    if (progress) progress("quantization-aware training", static_cast<std::size_t>(step), static_cast<std::size_t>(n));
-  });
-  r.qm = quant::quantize_model(tuned, plan);
+  const train::TrainResult trained =
+      train::fine_tune(tuned, train::split_text(tok, text, o.seq, source), o, {}, [&](int step, int n) {
+        if (progress) progress("quantization-aware training", static_cast<std::size_t>(step), static_cast<std::size_t>(n));
+      });
+  r.qm = trained.scales ? train::export_quantized(tuned, plan, *trained.scales) : quant::quantize_model(tuned, plan);
   r.qm.calibration_file = source;
   r.qm.calibration_fnv1a = quant::fnv1a64(text);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

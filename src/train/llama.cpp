@@ -95,6 +95,21 @@ void rmsnorm_rows_backward(const T* dy, const T* x, const T* w, const T* r, T* d
 
 // Rotates the interleaved pairs of vec [rows][width] (head-major, head_size each) by the
 // angle of each row's position; sign -1 applies the inverse rotation (the backward pass).
+// y[r][j] += bias[j] for rows r < n.
+template <typename T>
+void add_bias_rows(T* y, const T* bias, int n, int width) {
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < width; ++j) y[static_cast<std::size_t>(r) * width + j] += bias[j];
+}
+
+// out[j] = sum over rows r < n of d[r][j] (the gradient of a bias added to every row).
+template <typename T>
+void sum_rows(const T* d, int n, int width, T* out) {
+  for (int j = 0; j < width; ++j) out[j] = T(0);
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < width; ++j) out[j] += d[static_cast<std::size_t>(r) * width + j];
+}
+
 template <typename T>
 void rope_rows(T* vec, int rows, int width, int seq, int head_size, const T* cos, const T* sin, T sign) {
   const int half = head_size / 2;
@@ -121,7 +136,9 @@ T sigmoid(T a) {
 
 template <typename T>
 Llama<T>::Llama(const model::Config& c) : c_(c) {
-  if (c.arch != model::Arch::llama) throw std::invalid_argument("training supports llama-architecture models only");
+  if (c.arch != model::Arch::llama && c.arch != model::Arch::qwen2)
+    throw std::invalid_argument("training supports llama and qwen2 models only");
+  if (c.qk_norm) throw std::invalid_argument("training does not support per-head q/k norms (qwen3) yet");
   if (c.head_dim() % 2 != 0) throw std::invalid_argument("rotary embedding needs an even head dimension");
 }
 
@@ -191,6 +208,11 @@ double Llama<T>::forward(const Params<T>& p, const Batch& b, Matmul<T>& mm) {
     mm.gemm(linear_fwd(a.xn1.data(), w.wq.data(), a.q.data(), N, Q, D));
     mm.gemm(linear_fwd(a.xn1.data(), w.wk.data(), a.k.data(), N, KV, D));
     mm.gemm(linear_fwd(a.xn1.data(), w.wv.data(), a.v.data(), N, KV, D));
+    if (c_.qkv_bias) {  // Qwen2: before RoPE, as engine::Transformer adds them
+      add_bias_rows(a.q.data(), w.bq.data(), N, Q);
+      add_bias_rows(a.k.data(), w.bk.data(), N, KV);
+      add_bias_rows(a.v.data(), w.bv.data(), N, KV);
+    }
     rope_rows(a.q.data(), N, Q, L_, hs, cos_.data(), sin_.data(), T(1));
     rope_rows(a.k.data(), N, KV, L_, hs, cos_.data(), sin_.data(), T(1));
 
@@ -367,6 +389,11 @@ void Llama<T>::backward(const Params<T>& p, const Batch& b, Matmul<T>& mm, Param
       }
     rope_rows(dq.data(), N, Q, L_, hs, cos_.data(), sin_.data(), T(-1));
     rope_rows(dk.data(), N, KV, L_, hs, cos_.data(), sin_.data(), T(-1));
+    if (c_.qkv_bias) {
+      sum_rows(dq.data(), N, Q, g.bq.data());
+      sum_rows(dk.data(), N, KV, g.bk.data());
+      sum_rows(dv.data(), N, KV, g.bv.data());
+    }
 
     mm.gemm(linear_dw(dq.data(), a.xn1.data(), g.wq.data(), N, Q, D));
     mm.gemm(linear_dw(dk.data(), a.xn1.data(), g.wk.data(), N, KV, D));

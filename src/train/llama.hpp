@@ -1,6 +1,7 @@
 #pragma once
 // Batched forward and backward pass of a Llama-family model (RMSNorm, RoPE on interleaved
-// pairs, causal grouped-query attention, SwiGLU, shared or separate classifier) over B
+// pairs, causal grouped-query attention, SwiGLU, shared or separate classifier; Qwen2's q/k/v
+// biases) over B
 // sequences of L tokens, with next-token cross-entropy. Every matrix product goes through
 // a Matmul<T>. Same arithmetic as engine::Transformer (llama2.c order), but batched and
 // keeping the activations the backward pass needs.

@@ -29,6 +29,11 @@ std::vector<typename Params<T>::Tensor> Params<T>::tensors() {
     t.push_back({p + "w1", &L.w1, true});
     t.push_back({p + "w2", &L.w2, true});
     t.push_back({p + "w3", &L.w3, true});
+    if (!L.bq.empty()) {
+      t.push_back({p + "bq", &L.bq, false});
+      t.push_back({p + "bk", &L.bk, false});
+      t.push_back({p + "bv", &L.bv, false});
+    }
   }
   t.push_back({"norm", &final_norm, false});
   if (!classifier.empty()) t.push_back({"output", &classifier, true});
@@ -40,7 +45,7 @@ std::size_t Params<T>::size() const {
   std::size_t n = token_embedding.size() + final_norm.size() + classifier.size();
   for (const auto& L : layers)
     n += L.attn_norm.size() + L.wq.size() + L.wk.size() + L.wv.size() + L.wo.size() + L.ffn_norm.size() +
-         L.w1.size() + L.w2.size() + L.w3.size();
+         L.w1.size() + L.w2.size() + L.w3.size() + L.bq.size() + L.bk.size() + L.bv.size();
   return n;
 }
 
@@ -51,7 +56,7 @@ Params<T> from_weights(const model::Weights& w) {
   for (const auto& L : w.layers) {
     p.layers.push_back({convert<T>(L.attn_norm), convert<T>(L.wq), convert<T>(L.wk), convert<T>(L.wv),
                         convert<T>(L.wo), convert<T>(L.ffn_norm), convert<T>(L.w1), convert<T>(L.w2),
-                        convert<T>(L.w3)});
+                        convert<T>(L.w3), convert<T>(L.bq), convert<T>(L.bk), convert<T>(L.bv)});
   }
   p.final_norm = convert<T>(w.final_norm);
   p.classifier = convert<T>(w.classifier);
@@ -80,6 +85,9 @@ void to_weights(const Params<float>& p, model::Weights& w) {
     d.w1 = s.w1;
     d.w2 = s.w2;
     d.w3 = s.w3;
+    d.bq = s.bq;
+    d.bk = s.bk;
+    d.bv = s.bv;
   }
   w.final_norm = p.final_norm;
   w.classifier = p.classifier;

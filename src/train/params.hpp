@@ -12,6 +12,7 @@ namespace train {
 template <typename T>
 struct LayerParams {
   std::vector<T> attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
+  std::vector<T> bq, bk, bv;  // q/k/v biases (Qwen2, model::Config::qkv_bias); empty otherwise
 };
 
 template <typename T>

@@ -126,6 +126,8 @@ TrainOptions qat_options(const quant::Plan& plan, int steps) {
   o.adamw.lr = 3e-4;
   o.adamw.weight_decay = 0;
   o.schedule = LrSchedule::cosine;
+  o.learn_scales = std::any_of(plan.layers.begin(), plan.layers.end(),
+                               [](const quant::LayerPlan& lp) { return lp.weight == quant::WeightFormat::int4; });
   return o;
 }
 
@@ -145,12 +147,18 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
     net.round_linear_inputs = activation_rounding(lp.act);
     eval_net.round_linear_inputs = net.round_linear_inputs;
   }
+  if (o.learn_scales && !o.qat) throw std::invalid_argument("learned scales need a quantization plan");
+  std::optional<GroupScales> scales;
+  if (o.learn_scales) scales = o.scales ? *o.scales : GroupScales::round_to_nearest(p, m.config, *o.qat);
   const auto forward_params = [&]() -> const Params<float>& {
     if (!o.qat) return p;
-    fake_quantize_weights(p, m.config, *o.qat, fake);
+    fake_quantize_weights(p, m.config, *o.qat, fake, scales ? &*scales : nullptr);
     return fake;
   };
-  const Params<float> start = o.distill ? p : Params<float>{};
+  std::optional<ScaleAdam> scale_opt;
+  GroupScales scale_grad;
+  if (scales) scale_opt.emplace(*scales, o.adamw.beta1, o.adamw.beta2);
+  const Params<float> start = !o.distill ? Params<float>{} : o.teacher ? from_weights<float>(*o.teacher) : p;
   RefMatmul<float> teacher_mm;
   // Held-out windows of the training length, 16 per forward pass whatever the training batch.
   std::vector<int> heldout = data.heldout;
@@ -190,13 +198,16 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
     }
     if (o.qat) {
       since_sum += net.loss_and_grad(forward_params(), b, *mm, fake_grad, targets);
+      if (scales) scale_gradient(p, m.config, *o.qat, *scales, fake_grad, scale_grad);
       fold_gradient(fake_grad, grad);
     } else {
       since_sum += net.loss_and_grad(p, b, *mm, grad, targets);
     }
     ++since_n;
-    opt.set_lr(learning_rate(o.schedule, o.adamw.lr, step, o.steps, o.warmup));
+    const double lr = learning_rate(o.schedule, o.adamw.lr, step, o.steps, o.warmup);
+    opt.set_lr(lr);
     last_norm = opt.step(p, grad);
+    if (scales) scale_opt->step(*scales, scale_grad, o.scale_lr * lr / o.adamw.lr);
     if (on_step) on_step(step, o.steps);
     if (step % o.eval_every == 0 || step == o.steps) {
       CurvePoint pt{step, since_sum / since_n, heldout_loss(eval_net, forward_params(), windows), last_norm};
@@ -206,6 +217,7 @@ TrainResult fine_tune(model::Model& m, const TextData& data, const TrainOptions&
     }
   }
   to_weights(p, m.weights);
+  r.scales = std::move(scales);
   r.macs = mm->macs();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

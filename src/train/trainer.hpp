@@ -14,6 +14,7 @@
 #include "train/llama.hpp"
 #include "train/matmul.hpp"
 #include "train/optimizer.hpp"
+#include "train/qat.hpp"
 
 namespace train {
 
@@ -78,11 +79,21 @@ struct TrainOptions {
   // Training batches sampled from the starting model (generate_batch) instead of windows of
   // the text's training half; the held-out loss stays on the text.
   bool generated = false;
+  // QAT with learned int4 group scales (LSQ, train/qat.hpp), starting from `scales` when
+  // given, else from round to nearest's (max |w| / 7); their Adam runs at scale_lr (on log
+  // scales) on the same schedule as the weights.
+  bool learn_scales = false;
+  std::optional<GroupScales> scales;
+  double scale_lr = 1e-3;
+  // The distillation target; the starting weights when not given (QAT from another
+  // method's weights distills from the fp32 model these were made from).
+  std::optional<model::Weights> teacher;
 };
 
 // QAT under `plan` for `steps` steps with the schedule `fpgallm train --qat` defaults to:
 // distillation, AdamW peak rate 3e-4 on a cosine, no weight decay (docs/training.md;
-// decay would pull the master weights away from the model being matched).
+// decay would pull the master weights away from the model being matched), and learned
+// int4 group scales when the plan has int4 layers (docs/quantization.md 11.1).
 TrainOptions qat_options(const quant::Plan& plan, int steps);
 
 struct CurvePoint {
@@ -97,6 +108,7 @@ struct TrainResult {
   double seconds = 0;
   std::uint64_t macs = 0;       // multiply-accumulates through the training backend
   std::size_t heldout_tokens = 0;
+  std::optional<GroupScales> scales;  // the learned scales (o.learn_scales)
 };
 
 // Trains m.weights in place.

@@ -13,6 +13,7 @@
 #include "calib/simulated.hpp"
 #include "engine/accel.hpp"
 #include "engine/perplexity.hpp"
+#include "model/gguf.hpp"
 #include "model/model.hpp"
 #include "quant/quant.hpp"
 #include "accel/accel_testing.hpp"
@@ -72,6 +73,99 @@ TEST(QatWeights, SharedClassifierGradientReachesTheEmbedding) {
   train::fold_gradient(fake_grad, grad);
   EXPECT_EQ(grad.token_embedding, fake_grad.token_embedding);
   EXPECT_EQ(grad.classifier, fake_grad.classifier);
+}
+
+// Learned scales (LSQ): the forward pass's weights are, bit for bit, the exported file's,
+// for RTN's scales (then also quantize_model's) and for scales moved off max |w| / 7.
+TEST(QatScales, ForwardWeightsAreTheExportedOnesBitForBit) {
+  const auto& m = stories();
+  const auto master = train::from_weights<float>(m.weights);
+  const quant::Plan plan = quant::uniform_plan(m.config, quant::Scheme::w4a8, 32);
+  train::GroupScales scales = train::GroupScales::round_to_nearest(master, m.config, plan);
+  train::Params<float> fake, rtn;
+  train::fake_quantize_weights(master, m.config, plan, fake, &scales);
+  train::fake_quantize_weights(master, m.config, plan, rtn);
+  const auto a = linears_of(fake), b = linears_of(rtn);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(*a[i], *b[i]) << "linear " << i;
+  // Every third group's scale 0.7x (codes saturate), every fifth 1.3x (no code reaches 7).
+  std::size_t n = 0;
+  for (auto& t : scales.log_scale)
+    for (float& v : t) {
+      if (n % 3 == 0) v += std::log(0.7f);
+      else if (n % 5 == 0) v += std::log(1.3f);
+      ++n;
+    }
+  train::fake_quantize_weights(master, m.config, plan, fake, &scales);
+  const quant::QuantModel qm = train::export_quantized(m, plan, scales);
+  const std::string path = testing_support::scratch_dir("qat_scales") + "/lsq.gguf";
+  quant::save_gguf(qm, path);
+  const quant::QuantModel back = quant::load_gguf(path);
+  const auto mine = linears_of(fake);
+  int moved = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const auto want = back.linears[i].dequantized();
+    ASSERT_EQ(mine[i]->size(), want.size()) << i;
+    EXPECT_EQ(std::memcmp(mine[i]->data(), want.data(), want.size() * sizeof(float)), 0) << "linear " << i;
+    EXPECT_EQ(back.linears[i].int4.scale, scales.fp16_bits(i)) << "linear " << i;
+    moved += *mine[i] != *b[i];
+  }
+  EXPECT_EQ(moved, static_cast<int>(mine.size()));
+}
+
+// LSQ's gradient of the log scales against what it must do on loss ||q s - w||^2: with
+// every scale twice max |w| / 7 (coarse steps, nothing saturates) each group's gradient is
+// positive ((2/s) sum (q s - w)^2); with a third of it, negative (each group's largest
+// weight saturates, and pulls harder than the rounding errors inside); the weights whose
+// code saturates (|w| > 7.5 s) get no gradient, and the others keep theirs.
+TEST(QatScales, GradientShrinksCoarseScalesAndGrowsSaturatedOnes) {
+  const auto& m = stories();
+  const auto master = train::from_weights<float>(m.weights);
+  const quant::Plan plan = quant::uniform_plan(m.config, quant::Scheme::w4a8, 32);
+  for (const double factor : {2.0, 1.0 / 3.0}) {
+    train::GroupScales scales = train::GroupScales::round_to_nearest(master, m.config, plan);
+    for (auto& t : scales.log_scale)
+      for (float& v : t) v += static_cast<float>(std::log(factor));
+    train::Params<float> fake;
+    train::fake_quantize_weights(master, m.config, plan, fake, &scales);
+    train::Params<float> grad = fake;
+    std::vector<std::vector<float>*> g;
+    for (auto& l : grad.layers)
+      for (auto* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) g.push_back(t);
+    g.push_back(&grad.classifier);
+    train::Params<float> shared = master;
+    shared.classifier = master.token_embedding;  // stories260K shares its classifier
+    const auto w = linears_of(shared), fq = linears_of(fake);
+    std::vector<std::vector<bool>> saturates(g.size());
+    std::size_t n_saturated = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto shape = model::linear_shape(m.config, plan.layers[i].which);
+      const auto bits = scales.fp16_bits(i);
+      for (std::size_t j = 0; j < g[i]->size(); ++j) {
+        (*g[i])[j] = 2 * ((*fq[i])[j] - (*w[i])[j]);  // d/d(q s) of (q s - w)^2
+        const std::size_t group = j / static_cast<std::size_t>(shape.cols) * static_cast<std::size_t>((shape.cols + 31) / 32) +
+                                  j % static_cast<std::size_t>(shape.cols) / 32;
+        const double s = model::gguf::fp16_to_float(bits[group]);
+        saturates[i].push_back(std::fabs(static_cast<double>((*w[i])[j])) > 7.5 * s);
+        n_saturated += saturates[i].back();
+      }
+    }
+    const train::Params<float> before = grad;
+    train::GroupScales sg;
+    train::scale_gradient(master, m.config, plan, scales, grad, sg);
+    std::size_t positive = 0, negative = 0, groups = 0, wrong = 0;
+    for (const auto& t : sg.log_scale)
+      for (const float v : t) positive += v > 0, negative += v < 0, ++groups;
+    const auto gb = linears_of(before);
+    for (std::size_t i = 0; i < g.size(); ++i)
+      for (std::size_t j = 0; j < g[i]->size(); ++j)
+        wrong += saturates[i][j] ? (*g[i])[j] != 0.0f : (*g[i])[j] != (*gb[i])[j];
+    std::printf("scales x%.3g: %zu of %zu group gradients positive, %zu negative; %zu weights saturate\n", factor,
+                positive, groups, negative, n_saturated);
+    EXPECT_EQ(factor > 1 ? positive : negative, groups);
+    EXPECT_EQ(wrong, 0u);
+    if (factor > 1) EXPECT_EQ(n_saturated, 0u);
+    else EXPECT_GE(n_saturated, groups);
+  }
 }
 
 TEST(QatActivations, Int8RoundingIsTheQuantizersCodesTimesScale) {
