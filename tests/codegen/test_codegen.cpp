@@ -125,6 +125,7 @@ void expect_cosim_ready(const std::string& dir, int channels) {
   need["program"] = file_bytes(dir + "/data/program.bin") / 4;
   need["result"] = constant(config, R"(static constexpr int max_width = (\d+);)");
   const long long context = constant(config, R"(static constexpr int context = (\d+);)");
+  need["prompt"] = context;  // the prompt call's token ids: at most the KV cache's positions
   need["kv_k"] = need["kv_v"] = constant(config, R"(kKvElements = (\d+)L \* FpgallmConfig::context)") * context *
                                 constant(config, R"(kKvElements = \d+L \* FpgallmConfig::context \* (\d+);)");
   need["kv_k_scale"] = need["kv_v_scale"] =
@@ -215,6 +216,21 @@ TEST(Codegen, Stories260kTestbenchBitExactAndCanFail) {
   EXPECT_EQ(ok.status, 0) << ok.out;
   EXPECT_NE(ok.out.find("one layer (block 0): 64 values bit-exact"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("decode step 3 logits: 512 values bit-exact"), std::string::npos) << ok.out;
+  // The prompt call (one call per prompt, blocks of prefill_block = 64 tokens) against the
+  // backend's prefill: the last token's logits and the KV cache it leaves, every layer's
+  // positions [0, n) as stored: per layer n x (keys and values of kv_dim elements, plus for
+  // int8 a key and a value scale per KV head).
+  const auto& c = m.config;
+  const arch::Design d = u280_design();
+  for (int n : {1, 17, 64}) {
+    const long long kv = static_cast<long long>(c.n_layers) * n *
+                         (2LL * c.kv_dim() * d.kv_bits / 8 + (d.kv_bits == 8 ? 2LL * c.n_kv_heads * 4 : 0));
+    EXPECT_NE(ok.out.find(fmt::format("prompt of {} tokens: last token's logits: 512 values bit-exact", n)),
+              std::string::npos)
+        << ok.out;
+    EXPECT_NE(ok.out.find(fmt::format("prompt of {} tokens: KV cache: {} bytes bit-exact", n, kv)), std::string::npos)
+        << ok.out;
+  }
 
   // Verification that can fail: one byte of the golden logits of step 2, then of the layer output.
   flip_byte(dir + "/golden/decode_logits.bin", 2 * 512 * 4 + 17);
@@ -227,6 +243,23 @@ TEST(Codegen, Stories260kTestbenchBitExactAndCanFail) {
   const Shell bad_layer = shell(dir + "/build/testbench " + dir);
   EXPECT_EQ(bad_layer.status, 1) << bad_layer.out;
   EXPECT_NE(bad_layer.out.find("one layer (block 0): FAIL"), std::string::npos) << bad_layer.out;
+  flip_byte(dir + "/golden/layer_out.bin", 0);
+  // The prompt call's checks fail too: a byte of the 17-token prompt's logits (the second
+  // prompt's, value 5), then one of its KV cache (past the first prompt's bytes).
+  flip_byte(dir + "/golden/prompt_logits.bin", 512 * 4 + 5 * 4 + 1);
+  const Shell bad_prompt = shell(dir + "/build/testbench " + dir);
+  EXPECT_EQ(bad_prompt.status, 1) << bad_prompt.out;
+  EXPECT_NE(bad_prompt.out.find("prompt of 17 tokens: last token's logits: FAIL, 1 of 512 values differ; first at 5"),
+            std::string::npos)
+      << bad_prompt.out;
+  flip_byte(dir + "/golden/prompt_logits.bin", 512 * 4 + 5 * 4 + 1);
+  const long long kv1 =
+      static_cast<long long>(c.n_layers) * (2LL * c.kv_dim() * d.kv_bits / 8 + (d.kv_bits == 8 ? 2LL * c.n_kv_heads * 4 : 0));
+  flip_byte(dir + "/golden/prompt_kv.bin", kv1 + 3);
+  const Shell bad_kv = shell(dir + "/build/testbench " + dir);
+  EXPECT_EQ(bad_kv.status, 1) << bad_kv.out;
+  EXPECT_NE(bad_kv.out.find("prompt of 17 tokens: KV cache: FAIL, 1 of"), std::string::npos) << bad_kv.out;
+  EXPECT_NE(bad_kv.out.find("first at 3 "), std::string::npos) << bad_kv.out;
 }
 
 // int4 weights (w4a8: packed int4, fp16 group scales on the weight channels) run on the
