@@ -106,6 +106,12 @@ Vars vars_of(const ProjectInfo& p) {
   const int width = max_of({c.vocab_size, c.hidden_dim, c.dim, q_dim, c.kv_dim()});
   v["MAXWIDTH"] = std::to_string(round_up(width, std::max(16, lanes)));
   v["PARTITION"] = std::to_string(max_of({pe, lanes, 16}));
+  // Rows of the block arrays: whole partitions, so that token t's vector starts in bank 0.
+  const int partition = max_of({pe, lanes, 16});
+  v["DIMROW"] = std::to_string(round_up(c.dim, partition));
+  v["QROW"] = std::to_string(round_up(q_dim, partition));
+  v["KVROW"] = std::to_string(round_up(c.kv_dim(), partition));
+  v["HIDDENROW"] = std::to_string(round_up(c.hidden_dim, partition));
   v["INSTRUCTIONS"] = std::to_string(std::max(p.instructions, p.golden_instructions));
   v["GOLDENINSTRUCTIONS"] = std::to_string(p.golden_instructions);
   v["LAYERINSTRUCTIONS"] = std::to_string(p.layer_instructions);
@@ -114,6 +120,7 @@ Vars vars_of(const ProjectInfo& p) {
   v["LAYERCONSUMER"] = p.layer_consumer;
   v["STEPS"] = std::to_string(p.golden_steps);
   v["BLOCK"] = std::to_string(p.block_tokens);
+  v["INT4"] = d.matrix_unit.weight_bits == 4 ? "true" : "false";
   v["PROMPTS"] = std::to_string(p.prompt_lengths.size());
   std::string lengths;
   for (int n : p.prompt_lengths) lengths += (lengths.empty() ? "" : ", ") + std::to_string(n);
@@ -181,8 +188,15 @@ struct FpgallmConfig {
   static constexpr int kv_bits = @KVBITS@;        // KV cache element (8: int8 + scale per head)
   static constexpr int max_instructions = @INSTRUCTIONS@;  // one step (a decode step or a prefill block)
   static constexpr int max_tokens = @BLOCK@;       // tokens of a prefill block: rows of the activation arrays
+  static constexpr bool int4_weights = @INT4@;     // matrix_unit.weight_bits 4: the int4 (w4a8) tiled path is built
   static constexpr int max_width = @MAXWIDTH@;     // longest on-chip vector (whole words and lane groups)
   static constexpr int partition = @PARTITION@;    // cyclic partition of the activation arrays
+  // The rows of the activation arrays (token t's vector at t x row): widths rounded up to
+  // whole partitions, so that every token's vector starts in the first bank.
+  static constexpr int dim_row = @DIMROW@;
+  static constexpr int q_row = @QROW@;
+  static constexpr int kv_row = @KVROW@;
+  static constexpr int hidden_row = @HIDDENROW@;
   static constexpr double clock_mhz = @CLOCK@;
   typedef kernels::KvElement<kv_bits>::type kv_elem;
   // streaming matrix unit: @PE@ x @SIMD@ (PE x SIMD) int8 MACs fed by @CHANNELS@ 512-bit weight channels
@@ -330,12 +344,13 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
 #pragma HLS ALLOCATION operation instances=fsub limit=CORES::fsub
   // The activations of a step, on chip, partitioned for PE-wide stores and lane-wide reads:
   // CFG::max_tokens rows (the tokens of a prefill block; a decode step uses the first), token
-  // t's vector at t x its width (the instruction's cols or rows), as the tiled matrix unit,
-  // the KV store and attention address them. The logits hold the last token's row only.
-  static float x[CFG::max_tokens * CFG::dim], xb[CFG::max_tokens * CFG::dim], xb2[CFG::max_tokens * CFG::dim];
-  static float q[CFG::max_tokens * CFG::q_dim], k[CFG::max_tokens * CFG::kv_dim], v[CFG::max_tokens * CFG::kv_dim];
-  static float att[CFG::max_tokens * CFG::q_dim], hb[CFG::max_tokens * CFG::hidden_dim];
-  static float hb2[CFG::max_tokens * CFG::hidden_dim], logits[CFG::vocab_size];
+  // t's vector at t x the array's row (CFG::dim_row, ...: whole partitions, so every token's
+  // vector starts in bank 0). The logits hold the last token's row only.
+  static float x[CFG::max_tokens * CFG::dim_row], xb[CFG::max_tokens * CFG::dim_row];
+  static float xb2[CFG::max_tokens * CFG::dim_row], q[CFG::max_tokens * CFG::q_row];
+  static float k[CFG::max_tokens * CFG::kv_row], v[CFG::max_tokens * CFG::kv_row];
+  static float att[CFG::max_tokens * CFG::q_row], hb[CFG::max_tokens * CFG::hidden_row];
+  static float hb2[CFG::max_tokens * CFG::hidden_row], logits[CFG::vocab_size];
   static float param[CFG::max_width];  // the norm gain or RoPE row of the current instruction
   static kernels::i8 codes[CFG::max_tokens * MV::padded_cols];
   static float code_scale[CFG::max_tokens];
@@ -368,13 +383,13 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
       // iterations as it does the kernels'.
       overlay::fetch_instruction(program, i, w);
       const int rows = w[overlay::f_rows], cols = w[overlay::f_cols], layer = w[overlay::f_layer];
-      const int hd = w[overlay::f_head_dim], qw = w[overlay::f_heads] * hd, kvw = w[overlay::f_kv_heads] * hd;
+      const int hd = w[overlay::f_head_dim];
       switch (w[overlay::f_op]) {
         case overlay::op_embed:
           for (int t = 0; t < CFG::max_tokens; ++t) {
             if (t >= nb) break;
             const int id = n_tokens > 0 ? prompt[b0 + t] : token;
-            overlay::load_floats<CFG>(params, w[overlay::f_aux] + id * ((cols + 15) / 16), cols, x + t * cols);
+            overlay::load_floats<CFG>(params, w[overlay::f_aux] + id * ((cols + 15) / 16), cols, x + t * CFG::dim_row);
           }
           break;
         case overlay::op_norm:
@@ -382,9 +397,9 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
           for (int t = 0; t < CFG::max_tokens; ++t) {
             if (t >= nb) break;
             if (w[overlay::f_out] == overlay::buf_x)
-              kernels::rmsnorm<V>(x + t * cols, x + t * cols, param, cols, CFG::norm_eps);
+              kernels::rmsnorm<V>(x + t * CFG::dim_row, x + t * CFG::dim_row, param, cols, CFG::norm_eps);
             else
-              kernels::rmsnorm<V>(xb + t * cols, x + t * cols, param, cols, CFG::norm_eps);
+              kernels::rmsnorm<V>(xb + t * CFG::dim_row, x + t * CFG::dim_row, param, cols, CFG::norm_eps);
           }
           break;
         case overlay::op_quantize: {
@@ -392,9 +407,9 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
           const float s = kernels::bits_to_float(static_cast<kernels::u32>(w[overlay::f_static_scale]));
           for (int t = 0; t < CFG::max_tokens; ++t) {
             if (t >= nb) break;
-            const int o = t * cols;
-            code_scale[t] = overlay::quantize<CFG>(codes + o, w[overlay::f_in], xb + o, att + o, hb + o, x + o, cols,
-                                                   fixed, s);
+            code_scale[t] = overlay::quantize<CFG>(codes + t * MV::padded_cols, w[overlay::f_in], xb + t * CFG::dim_row,
+                                                   att + t * CFG::q_row, hb + t * CFG::hidden_row, x + t * CFG::dim_row,
+                                                   cols, fixed, s);
           }
           break;
         }
@@ -413,36 +428,37 @@ extern "C" void fpgallm_overlay(const int* program, int n_instructions, int toke
           break;
         }
         case overlay::op_head_norm:
-          overlay::head_norms<CFG>(q, k, params, w[overlay::f_aux], w[overlay::f_heads], w[overlay::f_kv_heads], hd,
-                                   param, nb);
+          overlay::head_norms<CFG>(q, k, CFG::q_row, CFG::kv_row, params, w[overlay::f_aux], w[overlay::f_heads],
+                                   w[overlay::f_kv_heads], hd, param, nb);
           break;
         case overlay::op_rope:
           for (int t = 0; t < CFG::max_tokens; ++t) {
             if (t >= nb) break;
             overlay::load_floats<CFG>(params, w[overlay::f_aux] + (at + t) * ((hd + 15) / 16), hd, param);
-            overlay::rope_heads<CFG>(q + t * qw, k + t * kvw, param, w[overlay::f_heads], w[overlay::f_kv_heads], hd);
+            overlay::rope_heads<CFG>(q + t * CFG::q_row, k + t * CFG::kv_row, param, w[overlay::f_heads],
+                                     w[overlay::f_kv_heads], hd);
           }
           break;
         case overlay::op_kv_store:
           kernels::kv_store<A, CFG::kv_bits>(
               overlay::layer_cache<CFG>(kv_k, kv_v, kv_k_scale, kv_v_scale, layer, w[overlay::f_kv_heads], hd), k, v, nb,
-              at, hd);
+              at, hd, CFG::kv_row);
           break;
         case overlay::op_attention:
           kernels::attention<A, CFG::kv_bits>(
               att, q, overlay::layer_cache<CFG>(kv_k, kv_v, kv_k_scale, kv_v_scale, layer, w[overlay::f_kv_heads], hd),
-              nb, at, w[overlay::f_heads], hd, 0, w[overlay::f_heads]);
+              nb, at, w[overlay::f_heads], hd, 0, w[overlay::f_heads], CFG::q_row);
           break;
         case overlay::op_residual_add:
           for (int t = 0; t < CFG::max_tokens; ++t) {
             if (t >= nb) break;
-            kernels::residual_add<V>(x + t * cols, xb2 + t * cols, cols);
+            kernels::residual_add<V>(x + t * CFG::dim_row, xb2 + t * CFG::dim_row, cols);
           }
           break;
         case overlay::op_swiglu:
           for (int t = 0; t < CFG::max_tokens; ++t) {
             if (t >= nb) break;
-            kernels::swiglu<V>(hb + t * cols, hb2 + t * cols, cols);
+            kernels::swiglu<V>(hb + t * CFG::hidden_row, hb2 + t * CFG::hidden_row, cols);
           }
           break;
         default:

@@ -359,8 +359,8 @@ struct Machine {
         return;
       case Op::head_norm:
         // The top's call: the two gains once, every head of every token.
-        overlay::head_norms<CFG>(b(Buf::q, 0), b(Buf::k, 0), params.data(), 0, in.heads, in.kv_heads, hd, param.data(),
-                                 n);
+        overlay::head_norms<CFG>(b(Buf::q, 0), b(Buf::k, 0), width[int(Buf::q)], width[int(Buf::k)], params.data(), 0,
+                                 in.heads, in.kv_heads, hd, param.data(), n);
         return;
       case Op::rope:
         for (int t = 0; t < n; ++t) {

@@ -173,9 +173,10 @@ struct FoldedRows {
   }
 };
 
-// The output of a tiled matmul over a block of tokens (element t * rows + r, rows the
-// destination's width) into the block array the instruction names, a write enable per
-// array; the logits array keeps the last token's row only (what the host samples from).
+// The output of a tiled matmul over a block of tokens (element t * row + r, row the
+// destination array's row, row_of) into the block array the instruction names, a write
+// enable per array; the logits array keeps the last token's row only (what the host samples
+// from).
 template <class CFG>
 struct BlockRows {
   int dest;
@@ -207,11 +208,19 @@ struct BlockRows {
   }
 };
 
+// The row (token stride) of the block array `dest`; the logits keep one row of `rows`.
+template <class CFG>
+inline int row_of(int dest, int rows) {
+  return dest == buf_q ? CFG::q_row : dest == buf_k || dest == buf_v ? CFG::kv_row
+       : dest == buf_xb2 ? CFG::dim_row : dest == buf_hb || dest == buf_hb2 ? CFG::hidden_row : rows;
+}
+
 // One matmul instruction over a block of `tokens` tokens (the prompt call): the tiled matrix
 // unit the accelerator backend runs prefill on (CFG::matrix_unit), kernels::matmul_w8a8 on
 // the int8 weights where the streaming unit reads them, or kernels::matmul_w4a8 on packed
-// int4 (packed part at weight_beat, fp16 group scales at scale_beat); codes [tokens][cols]
-// and one scale per token in, the rows of every token out to the destination array.
+// int4 (packed part at weight_beat, fp16 group scales at scale_beat); codes (token t at
+// t x MV::padded_cols) and one scale per token in, the rows of every token out to the
+// destination array.
 template <class CFG>
 void matmul_block(const kernels::PackedWord* const port[], const kernels::FloatWord* row_scales,
                   const kernels::FloatWord* params, const int w[kWords], const kernels::i8* codes,
@@ -220,17 +229,19 @@ void matmul_block(const kernels::PackedWord* const port[], const kernels::FloatW
   typedef typename CFG::matrix_vector MV;
   const int rows = w[f_rows], cols = w[f_cols];
   const FoldedRows<MV> bias = {params, (w[f_flags] & kFlagBias) != 0 ? w[f_aux] : -1};
-  const BlockRows<CFG> out = {w[f_out], static_cast<long>(tokens - 1) * rows, q, k, v, xb2, hb, hb2, logits};
-  if (w[f_weight_bits] == 4) {
+  const int row = row_of<CFG>(w[f_out], rows);
+  const BlockRows<CFG> out = {w[f_out], static_cast<long>(tokens - 1) * row, q, k, v, xb2, hb, hb2, logits};
+  if (CFG::int4_weights && w[f_weight_bits] == 4) {  // a constant false branch on an int8 design
     const StripedWeights<MV, kernels::u8> packed = {port, w[f_weight_beat], 0};
     const StripedWeights<MV, std::uint16_t> scales = {port, w[f_scale_word], 0};
     kernels::matmul_w4a8<typename CFG::matrix_unit>(packed, scales, w[f_group], codes, code_scales, out, tokens, rows,
-                                                    cols, rows, bias);
+                                                    cols, row, bias, MV::padded_cols);
   } else {
     const StreamedMatrix<MV> weights = {port, w[f_weight_beat], cols, 0};
     const FoldedRows<MV> scales = {row_scales, w[f_scale_word]};
     kernels::matmul_w8a8<typename CFG::matrix_unit>(weights, scales, codes, code_scales, out,
-                                                    static_cast<kernels::i32*>(0), tokens, rows, cols, rows, bias);
+                                                    static_cast<kernels::i32*>(0), tokens, rows, cols, row, bias,
+                                                    MV::padded_cols);
   }
 }
 
@@ -308,23 +319,23 @@ void rope_heads(float q[CFG::q_dim], float k[CFG::kv_dim], const float cos_sin[C
   }
 }
 
-// Per-head RMSNorm of every query and key head of `tokens` tokens (Qwen3's q_norm, k_norm):
-// the q gain at FloatWord `gains` of `params`, the k gain at the next whole word after it,
-// each loaded once.
+// Per-head RMSNorm of every query and key head of `tokens` tokens (Qwen3's q_norm, k_norm;
+// token t's q at t x q_row, its k at t x k_row): the q gain at FloatWord `gains` of `params`,
+// the k gain at the next whole word after it, each loaded once.
 template <class CFG>
-void head_norms(float* q, float* k, const kernels::FloatWord* params, int gains, int heads, int kv_heads,
-                int head_dim, float gain[CFG::max_width], int tokens) {
+void head_norms(float* q, float* k, int q_row, int k_row, const kernels::FloatWord* params, int gains, int heads,
+                int kv_heads, int head_dim, float gain[CFG::max_width], int tokens) {
 #pragma HLS INLINE
   using V = typename CFG::vector_unit;
   load_floats<CFG>(params, gains, head_dim, gain);
   for (int t = 0; t < CFG::max_tokens; ++t) {
     if (t >= tokens) break;
-    kernels::head_rmsnorm<V, CFG::n_heads>(q + t * heads * head_dim, gain, heads, head_dim, CFG::norm_eps);
+    kernels::head_rmsnorm<V, CFG::n_heads>(q + t * q_row, gain, heads, head_dim, CFG::norm_eps);
   }
   load_floats<CFG>(params, gains + (head_dim + kernels::kFloatsPerWord - 1) / kernels::kFloatsPerWord, head_dim, gain);
   for (int t = 0; t < CFG::max_tokens; ++t) {
     if (t >= tokens) break;
-    kernels::head_rmsnorm<V, CFG::n_kv_heads>(k + t * kv_heads * head_dim, gain, kv_heads, head_dim, CFG::norm_eps);
+    kernels::head_rmsnorm<V, CFG::n_kv_heads>(k + t * k_row, gain, kv_heads, head_dim, CFG::norm_eps);
   }
 }
 
