@@ -689,7 +689,8 @@ std::string host_source(const ProjectInfo& p) {
 // per weight channel, each in the bank connectivity.cfg gives its port), scales and
 // tables into the card once, then runs generation token by token (greedy), one kernel call
 // per decode step. With --check it feeds the golden tokens and compares the card's logits
-// with the golden ones bit for bit.
+// with the golden ones bit for bit, then runs each golden prompt as one call (the prompt
+// call) and compares its last token's logits.
 // Usage: host XCLBIN [PROJECT_DIR] [--steps N] [--check]
 #include <algorithm>
 #include <cstdio>
@@ -772,7 +773,7 @@ int main(int argc, char** argv) {
   xrt::bo kv_ks_bo = upload<a_kv_k_scale>(device, kernel, std::vector<float>(kKvScales + 1));
   xrt::bo kv_vs_bo = upload<a_kv_v_scale>(device, kernel, std::vector<float>(kKvScales + 1));
   xrt::bo result_bo = upload<a_result>(device, kernel, std::vector<float>(FpgallmConfig::max_width));
-  // The prompt (the prompt call's token ids); this program runs decode calls only (n_tokens 0).
+  // The prompt call's token ids (decode calls pass n_tokens 0 and do not read it).
   xrt::bo prompt_bo = upload<a_prompt>(device, kernel, std::vector<int>(FpgallmConfig::context));
 
   std::vector<int> golden_tokens;
@@ -813,6 +814,37 @@ int main(int argc, char** argv) {
     } else {
       std::printf("%d%c", next, pos + 1 < steps ? ' ' : '\n');
       token = next;
+    }
+  }
+  // With --check, the golden prompts, one kernel call each (n_tokens = the prompt's length):
+  // the last token's logits. The call rewrites every KV position it attends to.
+  if (check && kPrompts > 0) {
+    const std::vector<int> prompt = read_array<int>(dir + "/golden/prompt_tokens.bin");
+    const std::vector<float> prompt_logits = read_array<float>(dir + "/golden/prompt_logits.bin");
+    prompt_bo.write(prompt.data(), prompt.size() * sizeof(int), 0);
+    prompt_bo.sync(XCL_BO_SYNC_BO_TO_DEVICE);
+    for (int p = 0; p < kPrompts; ++p) {
+      xrt::run run(kernel);
+      set_buffer<a_program>(run, program_bo);
+      set_scalar<a_n>(run, kGoldenInstructions);
+      set_scalar<a_token>(run, 0);
+      set_scalar<a_pos>(run, 0);
+      set_buffer<a_prompt>(run, prompt_bo);
+      set_scalar<a_n_tokens>(run, kPromptLengths[p]);
+      @RUNARGS@set_buffer<a_row_scales>(run, scales_bo);
+      set_buffer<a_params>(run, params_bo);
+      set_buffer<a_kv_k>(run, kv_k_bo);
+      set_buffer<a_kv_v>(run, kv_v_bo);
+      set_buffer<a_kv_k_scale>(run, kv_ks_bo);
+      set_buffer<a_kv_v_scale>(run, kv_vs_bo);
+      set_scalar<a_result_buf>(run, kLogitsBuf);
+      set_buffer<a_result>(run, result_bo);
+      run.start();
+      run.wait();
+      result_bo.sync(XCL_BO_SYNC_BO_FROM_DEVICE);
+      result_bo.read(logits.data());
+      const std::string what = "prompt of " + std::to_string(kPromptLengths[p]) + " tokens: last token's logits";
+      ok &= same_bits(what.c_str(), logits.data(), prompt_logits.data() + long(p) * kGoldenVocab, kGoldenVocab);
     }
   }
   return ok ? 0 : 1;
@@ -1173,7 +1205,8 @@ passes @CLOCKHZ@ Hz to v++).
 
 Limits: the resource table above counts the decode datapath; the prompt call's tiled MAC
 array and tile buffers and the @BLOCK@-token rows of the activation arrays are not in it yet
-(csynth reports them). The host program runs decode calls only (`n_tokens` 0). The KV bundles are
+(csynth reports them). The host program generates with decode calls (`n_tokens` 0); `--check` also
+runs the golden prompt calls. The KV bundles are
 declared with the element's width and `max_widen_bitwidth=@KVBEATBITS@`: attention's loads of one
 @KVBEATBITS@-bit beat of K and of V per cycle need Vitis's automatic port widening (csynth's
 interface report shows whether it happened) and are not bursts (docs/accelerator.md, "The II rules").
