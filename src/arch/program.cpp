@@ -158,7 +158,7 @@ Program build(const model::Config& c, const ProgramFields& d, Stage stage, int p
     i.weight_bytes = std::int64_t(shape.rows) * shape.cols * lp.weight_bits / 8 + scales * (lp.group > 0 ? 2 : 4) +
                      (i.bias ? shape.rows * 4 : 0);
     if (which == model::Linear::cls) {
-      i.host_bytes = std::int64_t(tokens) * shape.rows * 4;  // logits back to the host
+      i.host_bytes = std::int64_t(shape.rows) * 4;  // the last token's logits back to the host (what it samples from)
     }
     p.instructions.push_back(i);
   };

@@ -393,8 +393,8 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r, bool 
       break;
     }
   }
-  if (in.op == Op::matmul && in.host_bytes > 0) {  // the logits leave through the result bundle, one float per cycle
-    w.after_stream = b.simple("write_result (logits)", "write_result", std::int64_t(in.rows) * tokens);
+  if (in.op == Op::matmul && in.host_bytes > 0) {  // the last token's logits leave through the result bundle, one float per cycle
+    w.after_stream = b.simple("write_result (logits)", "write_result", in.rows);
     w.body_cycles += w.after_stream;
   }
   if (w.host_bytes > 0)

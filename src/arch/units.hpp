@@ -71,6 +71,11 @@ namespace arch {
 // Positions of one attention block (kernels::AttentionConfig KV_BLOCK): the accelerator
 // backend's and the emitted kernel's attention unit.
 inline constexpr int kKvBlock = 256;
+// Tokens of one prefill program, as the accelerator backend and the emitted top's prompt
+// call run a prompt: tiling.prefill_block, at most kMaxBlockTokens (the kernels' MAX_TOKENS
+// and MAX_QUERIES, the rows of the emitted top's on-chip activation arrays).
+inline constexpr int kMaxBlockTokens = 64;
+inline int block_tokens(const Design& d) { return std::clamp(d.tiling.prefill_block, 1, kMaxBlockTokens); }
 // int32 words of one encoded instruction (src/arch/isa.hpp).
 inline constexpr int kInstructionWords = fpgallm_isa::kWords;
 // The emitted m_axi bundles of the weights and the parameters: bursts of burst_bytes in

@@ -64,7 +64,7 @@ void run(DeployArgs& a) {
                                 : std::string("power unknown");
   std::printf("  predicted      %.1f tokens/s decode, %.2f ms to first token (%s), %s\n",
               p["decode_tokens_per_s"].get<double>(), 1e3 * p["time_to_first_token_s"].get<double>(),
-              p.contains("card_prefill_s") ? "the emitted top, one call per token" : "prefill", power.c_str());
+              p.contains("prefill_path") ? p["prefill_path"].get<std::string>().c_str() : "prefill", power.c_str());
   std::printf("  simulated      %.1f tokens/s decode\n", s["simulated"]["decode"]["tokens_per_s"].get<double>());
   std::printf("  greedy sample  %d of %d tokens equal the fp32 model's, the first %d in a row\n",
               s["verify"]["greedy_same_as_fp32"].get<int>(), s["verify"]["greedy_tokens"].get<int>(),

@@ -149,7 +149,8 @@ void print_exploration(const ExploreArgs& a, const dse::Request& req, const dse:
   for (const auto& s : e.advice) std::printf("  - %s\n", s.c_str());
   std::printf("\nW, J/token, USD/Mtok and USD (purchase price) count every card of a design. FPGA figures: analytical "
               "model (docs/performance-model.md), constants in data/perf_model.json; FPGA prefill: the "
-              "emitted top's, one decode step per prompt token, where fpgallm's kernels run the design.\n");
+              "emitted top's prompt call (prefill blocks on the tiled matrix unit), where fpgallm's kernels run the "
+              "design.\n");
   if (!a.svg.empty()) std::printf("wrote %s\n", a.svg.c_str());
 }
 

@@ -163,11 +163,8 @@ void run(const PlanArgs& a) {
   if (!bank_lines.empty()) std::printf("buffers in banks (connectivity.cfg of fpgallm emit):\n");
   for (const auto& l : bank_lines) std::printf("  %s\n", l.c_str());
   std::printf("batch %d, prompt %d, context %d\n", p.scenario.batch, p.scenario.prompt, p.scenario.context);
-  std::printf("  prefill          %10.2f ms   (%.0f tokens/s)%s\n", 1e3 * p.prefill_s, p.prefill_tokens_per_s,
-              p.card_prefill_s > 0 ? ", tiled, as the C-simulation backend runs it" : "");
-  if (p.card_prefill_s > 0)
-    std::printf("  prefill on card  %10.2f ms   (the emitted top: one decode step per prompt token)\n",
-                1e3 * p.card_prefill_s);
+  std::printf("  prefill          %10.2f ms   (%.0f tokens/s)%s%s\n", 1e3 * p.prefill_s, p.prefill_tokens_per_s,
+              p.prefill_path.empty() ? "" : ", ", p.prefill_path.c_str());
   std::printf("  decode step      %10.3f ms   (%.1f tokens/s)\n", 1e3 * p.decode_step_s, p.decode_tokens_per_s);
   std::printf("  power            %10.1f W    %.3g J/token\n", p.watts, p.joules_per_token);
   if (p.usd_per_mtoken > 0) std::printf("  cost             %10.3f USD per million tokens\n", p.usd_per_mtoken);

@@ -36,8 +36,8 @@ void print_report(const sim::Report& r, int top) {
   if (r.stage == arch::Stage::decode) {
     std::printf(" per token, %.2f tokens/s\n", r.tokens_per_s);
   } else if (r.decode_steps == 0) {
-    std::printf(" to first token, %.1f tokens/s (%d programs of up to %d tokens)\n", r.tokens_per_s, r.programs,
-                (r.tokens + r.programs - 1) / r.programs);
+    std::printf(" to first token, %.1f tokens/s (%d prefill program%s: the emitted top's prompt call)\n",
+                r.tokens_per_s, r.programs, r.programs > 1 ? "s" : "");
   } else {
     double prefill = 0, decode = 0;
     for (const auto& st : r.steps) (st.stage == arch::Stage::decode ? decode : prefill) += st.cycles;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "arch/program.hpp"
+#include "arch/units.hpp"
 #include "codegen/emit_rtl.hpp"
 #include "kernels/matrix_unit.hpp"
 #include "codegen/emit_text.hpp"
@@ -398,6 +399,35 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
       if (pos == 0) accel.set_tap({});
     }
   }
+  // Golden prompt calls: the first n tokens of one fixed sequence (BOS, then ids spread over
+  // the vocabulary), each run by a fresh backend as one prefill (blocks of
+  // arch::block_tokens): the last token's logits and the KV cache it leaves, positions [0, n)
+  // of every layer as stored (keys, values, then for int8 the key and value scales).
+  info.block_tokens = arch::block_tokens(golden);
+  for (int n : options.prompt_lengths)
+    if (n >= 1 && n <= info.golden_context) info.prompt_lengths.push_back(n);
+  std::vector<std::int32_t> prompt_tokens;
+  std::vector<float> prompt_logits;
+  std::vector<std::uint8_t> prompt_kv;
+  if (!info.prompt_lengths.empty()) {
+    const int longest = *std::max_element(info.prompt_lengths.begin(), info.prompt_lengths.end());
+    for (int i = 0; i < longest; ++i)
+      prompt_tokens.push_back(i == 0 ? 1 : int((std::int64_t(i) * 7919 + 13) % c.vocab_size));
+    for (int n : info.prompt_lengths) {
+      engine::AccelTransformer accel(base, qm, golden);
+      const float* l = accel.prefill(std::vector<int>(prompt_tokens.begin(), prompt_tokens.begin() + n), 0);
+      prompt_logits.insert(prompt_logits.end(), l, l + c.vocab_size);
+      for (int layer = 0; layer < c.n_layers; ++layer) {
+        const auto kv = accel.kv_rows(layer, n);
+        for (const auto* part : {&kv.k, &kv.v}) prompt_kv.insert(prompt_kv.end(), part->begin(), part->end());
+        for (const auto* part : {&kv.k_scale, &kv.v_scale}) {
+          const auto* b = reinterpret_cast<const std::uint8_t*>(part->data());
+          prompt_kv.insert(prompt_kv.end(), b, b + part->size() * sizeof(float));
+        }
+      }
+    }
+  }
+  info.prompt_kv_bytes = std::int64_t(prompt_kv.size());
   info.layer_width = int(layer_golden.size());
   info.golden_steps = options.golden_steps;
   info.layer_consumer = layer_consumer;
@@ -450,6 +480,11 @@ EmitResult emit(const model::Config& kernel_config, const model::Model& base, co
     write(tmp, "golden/layer_out.bin", bytes_of(layer_golden), files);
     write(tmp, "golden/decode_tokens.bin", bytes_of(tokens), files);
     write(tmp, "golden/decode_logits.bin", bytes_of(logits), files);
+    if (!info.prompt_lengths.empty()) {
+      write(tmp, "golden/prompt_tokens.bin", bytes_of(prompt_tokens), files);
+      write(tmp, "golden/prompt_logits.bin", bytes_of(prompt_logits), files);
+      write(tmp, "golden/prompt_kv.bin", bytes_of(prompt_kv), files);
+    }
     folder.commit();
   } catch (const fs::filesystem_error& e) {
     throw fpgallm::InputError(out_dir, e.what());

@@ -16,6 +16,9 @@ namespace codegen {
 struct EmitOptions {
   // Decode steps recorded as golden vectors (tokens fed greedily from token 1 = BOS).
   int golden_steps = 4;
+  // Golden prompt calls (prompt lengths; those beyond the golden model's context are left
+  // out): the logits and the KV cache of one call of the top's prompt mode.
+  std::vector<int> prompt_lengths = {1, 17, 64};
 };
 
 struct EmitResult {

@@ -33,6 +33,9 @@ struct ProjectInfo {
   std::string layer_consumer;          // the matmul whose input is the one-layer result
   std::string golden_source;           // where the golden model comes from (README)
   int golden_steps = 0;
+  int block_tokens = 1;                // tokens of one prefill block of the prompt call (arch::block_tokens)
+  std::vector<int> prompt_lengths;     // the golden prompt calls (golden/prompt_*.bin)
+  std::int64_t prompt_kv_bytes = 0;    // bytes of golden/prompt_kv.bin
   std::vector<std::string> notes;      // departures from the design, listed in README.md
 };
 

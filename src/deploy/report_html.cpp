@@ -170,12 +170,12 @@ svg{max-width:100%;height:auto} .note{font-size:.88em;color:#555} #why-differ{ba
   h += "<div>";
   h += fmt::format("<div class=\"kpi\">predicted decode<b id=\"decode-tps\">{} tokens/s</b></div>", num(p["decode_tokens_per_s"].get<double>()));
   h += fmt::format("<div class=\"kpi\">simulated decode<b id=\"sim-decode-tps\">{} tokens/s</b></div>", num(simd["tokens_per_s"].get<double>()));
-  if (p.contains("card_prefill_s"))
-    h += fmt::format("<div class=\"kpi\">time to first token on the card ({} tokens, one call each)<b>{} ms</b></div>"
-                     "<div class=\"kpi\">tiled prefill (C-simulation backend)<b>{} ms</b></div>",
-                     p["prompt"].get<int>(), num(1e3 * p["card_prefill_s"].get<double>()), num(1e3 * p["prefill_s"].get<double>()));
+  if (p.contains("prefill_path"))
+    h += fmt::format("<div class=\"kpi\">time to first token on the card ({} tokens; {})<b id=\"ttft\">{} ms</b></div>",
+                     p["prompt"].get<int>(), p["prefill_path"].get<std::string>(),
+                     num(1e3 * p["time_to_first_token_s"].get<double>()));
   else
-    h += fmt::format("<div class=\"kpi\">time to first token ({} tokens)<b>{} ms</b></div>", p["prompt"].get<int>(), num(1e3 * p["prefill_s"].get<double>()));
+    h += fmt::format("<div class=\"kpi\">time to first token ({} tokens)<b id=\"ttft\">{} ms</b></div>", p["prompt"].get<int>(), num(1e3 * p["time_to_first_token_s"].get<double>()));
   h += fmt::format("<div class=\"kpi\">board power<b id=\"watts\">{}</b></div>", power_figure(p["watts"], 1, "W"));
   h += fmt::format("<div class=\"kpi\">energy<b id=\"joules\">{}</b></div>", power_figure(p["joules_per_token"], 1e3, "mJ/token"));
   h += fmt::format("<div class=\"kpi\">held-out perplexity (accelerator)<b id=\"accel-ppl\">{:.4f}</b></div>", v["accel_perplexity"].get<double>());

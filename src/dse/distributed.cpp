@@ -105,8 +105,9 @@ json prediction_wire(const perf::Prediction& p, bool with_ops, bool brief = fals
           {"fits", p.fits_memory},
           {"f",
            {p.weight_bytes, p.kv_bytes, p.capacity_bytes, p.peak_ops_per_s, p.peak_bytes_per_s, p.prefill_s,
-            p.decode_step_s, p.decode_tokens_per_s, p.prefill_tokens_per_s, p.card_prefill_s, p.watts,
+            p.decode_step_s, p.decode_tokens_per_s, p.prefill_tokens_per_s, p.watts,
             p.joules_per_token, p.usd_per_mtoken}},
+          {"prefill_path", p.prefill_path},
           {"prefill", phase_wire(p.prefill, with_ops)},
           {"decode", phase_wire(p.decode, with_ops)},
           {"link", p.link_bytes_per_token},
@@ -133,9 +134,10 @@ perf::Prediction prediction_from(const json& j) {
   const auto& f = j.at("f");
   double* slots[] = {&p.weight_bytes,   &p.kv_bytes,      &p.capacity_bytes,      &p.peak_ops_per_s,
                      &p.peak_bytes_per_s, &p.prefill_s,   &p.decode_step_s,       &p.decode_tokens_per_s,
-                     &p.prefill_tokens_per_s, &p.card_prefill_s, &p.watts, &p.joules_per_token, &p.usd_per_mtoken};
+                     &p.prefill_tokens_per_s, &p.watts, &p.joules_per_token, &p.usd_per_mtoken};
   if (f.size() != std::size(slots)) throw std::invalid_argument("prediction figures");
   for (std::size_t i = 0; i < std::size(slots); ++i) *slots[i] = f[i].get<double>();
+  p.prefill_path = j.at("prefill_path").get<std::string>();
   p.prefill = phase_from(j.at("prefill"));
   p.decode = phase_from(j.at("decode"));
   p.link_bytes_per_token = j.at("link").get<std::vector<double>>();

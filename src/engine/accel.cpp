@@ -170,7 +170,7 @@ AccelTransformer::AccelTransformer(const model::Model& base, const quant::QuantM
                                      design.matrix_unit.cols);
   }
   s.kv_bits = accel_kv_bits(design);
-  s.max_tokens = std::min(design.tiling.prefill_block, accel::kMaxTokens);
+  s.max_tokens = arch::block_tokens(design);
 
   // The RoPE table the host writes once: cos/sin of pos * theta^(-i/head_dim), computed in
   // the fp32 operations of the reference engine.
@@ -224,6 +224,27 @@ std::uint64_t AccelTransformer::tokens_run() const { return s_->tokens_run; }
 AccelTransformer::~AccelTransformer() = default;
 
 const arch::Program& AccelTransformer::last_program() const { return s_->program; }
+
+AccelTransformer::KvRows AccelTransformer::kv_rows(int layer, int n) const {
+  const State& s = *s_;
+  if (!s.share.holds_layer(layer) || n < 0 || n > s.c.seq_len) throw std::out_of_range("kv_rows: layer or positions");
+  const std::size_t held = std::size_t(layer - s.share.layer_begin);
+  const std::size_t elems = std::size_t(n) * std::size_t(s.kv_dim), first = held * std::size_t(s.c.seq_len) * s.kv_dim;
+  KvRows r;
+  auto bytes = [&](const auto& cache, std::vector<std::uint8_t>& out) {
+    const auto* begin = reinterpret_cast<const std::uint8_t*>(cache.data() + first);
+    out.assign(begin, begin + elems * sizeof(cache[0]));
+  };
+  if (s.kv_bits == 32) bytes(s.kf, r.k), bytes(s.vf, r.v);
+  if (s.kv_bits == 16) bytes(s.kh, r.k), bytes(s.vh, r.v);
+  if (s.kv_bits == 8) {
+    bytes(s.kq, r.k), bytes(s.vq, r.v);
+    const std::size_t sfirst = held * std::size_t(s.c.seq_len) * s.kv_heads, sn = std::size_t(n) * s.kv_heads;
+    r.k_scale.assign(s.ks.begin() + long(sfirst), s.ks.begin() + long(sfirst + sn));
+    r.v_scale.assign(s.vs.begin() + long(sfirst), s.vs.begin() + long(sfirst + sn));
+  }
+  return r;
+}
 void AccelTransformer::set_tap(Tap tap) { s_->tap = std::move(tap); }
 
 const float* AccelTransformer::forward(int token, int pos) { return run({token}, pos, arch::Stage::decode); }

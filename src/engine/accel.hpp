@@ -51,13 +51,20 @@ class AccelTransformer : public Transformer {
 
   // One decode step; logits [vocab] valid until the next call.
   const float* forward(int token, int pos) override;
-  // Runs tokens[0..n) at positions pos..pos+n-1 as prefill blocks (design.tiling.
-  // prefill_block tokens per program, at most 16 per kernel call); returns the logits of
-  // the last token. Bit-identical to n forward() calls.
+  // Runs tokens[0..n) at positions pos..pos+n-1 as prefill programs of arch::block_tokens
+  // (design.tiling.prefill_block, at most arch::kMaxBlockTokens) tokens, as the emitted top's
+  // prompt call does; returns the logits of the last token. Bit-identical to n forward() calls.
   const float* prefill(const std::vector<int>& tokens, int pos);
 
   // The program of the last step executed.
   const arch::Program& last_program() const;
+  // The KV cache of `layer` (a layer the card holds) at positions [0, n) as stored: keys and
+  // values [n][kv_dim] of kv_bits / 8 bytes each, and for int8 the scales [n][kv_heads].
+  struct KvRows {
+    std::vector<std::uint8_t> k, v;
+    std::vector<float> k_scale, v_scale;
+  };
+  KvRows kv_rows(int layer, int n) const;
   // Called with the fp32 input of each matrix-unit operation before it is quantized
   // (instruction, token index, vector): for per-layer error analysis.
   using Tap = std::function<void(const arch::Instruction&, int token, const float* x, int n)>;

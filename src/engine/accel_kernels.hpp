@@ -12,7 +12,7 @@
 namespace engine::accel {
 
 // Compile-time limits shared by every instance (loop bounds of the kernels).
-inline constexpr int kMaxTokens = 16;       // tokens per matrix-unit call / queries per attention call
+inline constexpr int kMaxTokens = arch::kMaxBlockTokens;  // tokens per matrix-unit call / queries per attention call
 inline constexpr int kMaxRows = 1 << 18;    // output features (vocabularies up to 262,144)
 inline constexpr int kMaxCols = 1 << 16;    // input features
 inline constexpr int kMaxDim = 1 << 16;     // vector-unit vector length

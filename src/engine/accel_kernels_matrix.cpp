@@ -15,8 +15,15 @@ template <int PE, int SIMD, int TR, int TC>
 MatrixKernels instance() {
   using Cfg = kernels::MatrixUnitConfig<PE, SIMD, TR, TC, kMaxTokens, kMaxRows, kMaxCols>;
   MatrixKernels k;
-  k.w8a8 = &kernels::matmul_w8a8<Cfg>;
-  k.w4a8 = &kernels::matmul_w4a8<Cfg>;
+  // Tokens' codes at a stride of cols (the kernels' default x_stride).
+  k.w8a8 = [](const kernels::i8* w, const float* w_scale, const kernels::i8* x, const float* x_scale, float* y,
+              kernels::i32* acc_out, int tokens, int rows, int cols, int y_stride, const float* bias) {
+    kernels::matmul_w8a8<Cfg>(w, w_scale, x, x_scale, y, acc_out, tokens, rows, cols, y_stride, bias);
+  };
+  k.w4a8 = [](const kernels::u8* packed, const std::uint16_t* w_scale, int group, const kernels::i8* x,
+              const float* x_scale, float* y, int tokens, int rows, int cols, int y_stride, const float* bias) {
+    kernels::matmul_w4a8<Cfg>(packed, w_scale, group, x, x_scale, y, tokens, rows, cols, y_stride, bias);
+  };
   return k;
 }
 

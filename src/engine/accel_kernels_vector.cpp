@@ -11,8 +11,14 @@ namespace {
 template <class A, int BITS>
 AttentionKernels<BITS> attention_instance() {
   AttentionKernels<BITS> k;
-  k.store = &kernels::kv_store<A, BITS>;
-  k.attend = &kernels::attention<A, BITS>;
+  // Tokens' vectors at a stride of their width (the kernels' default stride).
+  k.store = [](kernels::KvCache<BITS> cache, const float* kn, const float* vn, int tokens, int pos0, int head_dim) {
+    kernels::kv_store<A, BITS>(cache, kn, vn, tokens, pos0, head_dim);
+  };
+  k.attend = [](float* out, const float* q, kernels::KvCache<BITS> cache, int tokens, int pos0, int n_heads,
+                int head_dim, int head_begin, int head_end) {
+    kernels::attention<A, BITS>(out, q, cache, tokens, pos0, n_heads, head_dim, head_begin, head_end);
+  };
   return k;
 }
 

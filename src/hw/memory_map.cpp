@@ -92,6 +92,7 @@ std::vector<KernelBuffer> kernel_buffers(const model::Config& c, const arch::Des
   // The program: at most 32 instructions per layer and 16 more (a decode step has about 20 per layer).
   out.push_back({"program", "instruction list",
                  std::int64_t(arch::kInstructionWords * 4.0 * (c.n_layers * 32.0 + 16)), 0, "gmem_host"});
+  out.push_back({"prompt", "prompt token ids (the prompt call)", std::int64_t(4.0 * context), 0, "gmem_host"});
   out.push_back({"result", "logits", std::int64_t(4.0 * std::max({c.vocab_size, c.hidden_dim, c.dim, q_dim})), 0,
                  "gmem_host"});
   return out;

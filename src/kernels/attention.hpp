@@ -177,20 +177,23 @@ inline long kv_scale_index(long position, int kv_heads, int head) {
 }  // namespace detail
 
 // Writes key and value of `tokens` new positions (starting at pos0) into the cache:
-// k_new, v_new [tokens][kv_dim] in fp32, converted to the cache's element format.
+// k_new, v_new [tokens][kv_dim] in fp32 (token t at t x `stride`, kv_dim when 0),
+// converted to the cache's element format.
 // k_scale and v_scale must point at valid memory for every format (one float suffices
 // when KV_BITS != 8); they are written only for int8.
 template <class ACFG, int KV_BITS>
-void kv_store(KvCache<KV_BITS> cache, const float* k_new, const float* v_new, int tokens, int pos0, int head_dim) {
+void kv_store(KvCache<KV_BITS> cache, const float* k_new, const float* v_new, int tokens, int pos0, int head_dim,
+              int stride = 0) {
 #pragma HLS INLINE
   using VCFG = typename ACFG::vector_unit;
+  const long row_in = stride > 0 ? stride : cache.kv_dim;
   for (int t = 0; t < ACFG::max_queries; ++t) {
     if (t >= tokens) break;
     const long row = static_cast<long>(pos0 + t) * cache.kv_dim;
     for (int h = 0; h < ACFG::max_heads; ++h) {
       if (h >= cache.kv_heads) break;
-      const float* ks = k_new + static_cast<long>(t) * cache.kv_dim + h * head_dim;
-      const float* vs = v_new + static_cast<long>(t) * cache.kv_dim + h * head_dim;
+      const float* ks = k_new + static_cast<long>(t) * row_in + h * head_dim;
+      const float* vs = v_new + static_cast<long>(t) * row_in + h * head_dim;
       const long srow = detail::kv_scale_index<KV_BITS>(pos0 + t, cache.kv_heads, h);
       detail::kv_write<VCFG, ACFG::max_head_dim>(cache.k + row + h * head_dim, cache.k_scale + srow, ks, head_dim);
       detail::kv_write<VCFG, ACFG::max_head_dim>(cache.v + row + h * head_dim, cache.v_scale + srow, vs, head_dim);
@@ -200,10 +203,11 @@ void kv_store(KvCache<KV_BITS> cache, const float* k_new, const float* v_new, in
 
 // out[t][h*head_dim + i] = sum_p softmax_p(q_t,h · k_p / sqrt(head_dim)) v_p[i] over the
 // positions p <= pos0 + t, for query heads h in [head_begin, head_end) (grouped-query:
-// head h reads kv head h / (n_heads / kv_heads)). q and out are [tokens][n_heads*head_dim].
+// head h reads kv head h / (n_heads / kv_heads)). q and out are [tokens][n_heads*head_dim]
+// (token t at t x `stride`, n_heads * head_dim when 0).
 template <class ACFG, int KV_BITS>
 void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, int pos0, int n_heads, int head_dim,
-               int head_begin, int head_end) {
+               int head_begin, int head_end, int stride = 0) {
 #pragma HLS INLINE
   using VCFG = typename ACFG::vector_unit;
   constexpr int B = ACFG::kv_block;
@@ -232,7 +236,7 @@ void attention(float* out, const float* q, KvCache<KV_BITS> cache, int tokens, i
 #pragma HLS ARRAY_PARTITION variable=part complete dim=1
 #pragma HLS ARRAY_PARTITION variable=part dim=2 cyclic factor=A
 #pragma HLS ARRAY_PARTITION variable=lpart complete
-  const int q_dim = n_heads * head_dim;
+  const int q_dim = stride > 0 ? stride : n_heads * head_dim;  // token stride of q and out
   const int kv_mul = n_heads / cache.kv_heads;
   const float scale = std::sqrt(static_cast<float>(head_dim));
   const int last_key = pos0 + tokens - 1;

@@ -66,10 +66,11 @@ inline float add_bias(float requantized, float bias) { return requantized + bias
 
 namespace detail {
 
-// Loads one activation column slab x[t][c0 .. c0+TILE_COLS) (zero beyond cols).
+// Loads one activation column slab x[t][c0 .. c0+TILE_COLS) (zero beyond cols); token t's
+// codes start at x + t * x_stride.
 template <class CFG>
 inline void load_activation_tile(i8 xbuf[CFG::max_tokens][CFG::tile_cols], const i8* x, int tokens, int cols,
-                                 int c0) {
+                                 int c0, int x_stride) {
   const int valid_cols = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;  // zero past it, whole SIMD words
   for (int t = 0; t < CFG::max_tokens; ++t) {
     if (t >= tokens) break;
@@ -77,21 +78,23 @@ inline void load_activation_tile(i8 xbuf[CFG::max_tokens][CFG::tile_cols], const
 #pragma HLS PIPELINE II=1
       if (c >= valid_cols) break; else FPGALLM_TRIP("load_activation_tile");
       for (int k = 0; k < CFG::simd; ++k)
-        xbuf[t][c + k] = c + k < valid_cols ? x[static_cast<long>(t) * cols + c0 + c + k] : i8(0);
+        xbuf[t][c + k] = c + k < valid_cols ? x[static_cast<long>(t) * x_stride + c0 + c + k] : i8(0);
     }
   }
 }
 
-// Loads the int8 weight tile at (r0, c0), zero-padded past the matrix edge.
-template <class CFG>
-inline void load_weight_tile_i8(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const i8* w, int rows, int cols, int r0,
+// Loads the int8 weight tile at (r0, c0), zero-padded past the matrix edge. Weights: const
+// i8* (row-major, the accelerator backend) or a type with the same + and [] (the emitted
+// top's view of the weight channels, overlay::StreamedMatrix).
+template <class CFG, class Weights>
+inline void load_weight_tile_i8(i8 wbuf[CFG::tile_rows][CFG::tile_cols], const Weights& w, int rows, int cols, int r0,
                                 int c0) {
   // Rows past the matrix are never read (compute stops at the last row); columns are
   // zero-padded to whole SIMD words, the width compute reads, one SIMD word per cycle.
   const int valid_cols = cols - c0 < CFG::tile_cols ? cols - c0 : CFG::tile_cols;
   for (int r = 0; r < CFG::tile_rows; ++r) {
     if (r0 + r >= rows) break;
-    const i8* src = w + static_cast<long>(r0 + r) * cols + c0;
+    const Weights src = w + static_cast<long>(r0 + r) * cols + c0;
     for (int c = 0; c < CFG::tile_cols; c += CFG::simd) {  // k unrolled by the pipeline
 #pragma HLS PIPELINE II=1
       if (c >= valid_cols) break; else FPGALLM_TRIP("load_weight_tile");
@@ -202,12 +205,19 @@ inline void compute_tile_i4(float sum[CFG::max_tokens][CFG::tile_rows], i32 gacc
 // W8A8 (docs/quantization.md section 4):
 //   acc[t][r] = sum_c w[r][c] * x[t][c]            (int32, exact)
 //   y[t * y_stride + r] = (float(acc) * w_scale[r]) * x_scale[t]  (+ bias[r], when given)
-// w: int8 [rows][cols]; x: int8 [tokens][cols]; acc_out (optional, may be null): the int32
+// w: int8 [rows][cols]; x: int8 [tokens][cols] (token t at t x x_stride, cols when 0);
+// acc_out (optional, may be null): the int32
 // accumulators [tokens][rows] for tests and for static requantization; bias (optional):
 // fp32 [rows] added in the store stage (add_bias).
-template <class CFG>
-void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_scale, float* y, i32* acc_out,
-                 int tokens, int rows, int cols, int y_stride, const float* bias = nullptr) {
+// The accelerator backend passes pointers. The emitted top's prompt call passes views
+// with the same [] (and + for the weights): the weights and row scales as they lie on the
+// weight and scale bundles, the bias in the parameter bundle (false when absent), and the
+// destination array the instruction names (overlay.hpp).
+template <class CFG, class Weights = const i8*, class RowScales = const float*, class Out = float*,
+          class Bias = const float*>
+void matmul_w8a8(Weights w, RowScales w_scale, const i8* x, const float* x_scale, Out y, i32* acc_out, int tokens,
+                 int rows, int cols, int y_stride, Bias bias = nullptr, int x_stride = 0) {
+  const int xs = x_stride > 0 ? x_stride : cols;
   i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
   i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];
   i32 acc[CFG::max_tokens][CFG::tile_rows];
@@ -220,7 +230,7 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
   const int col_tiles = (cols + CFG::tile_cols - 1) / CFG::tile_cols;
   const int tiles = row_tiles * col_tiles;
   detail::load_weight_tile_i8<CFG>(wbuf[0], w, rows, cols, 0, 0);
-  detail::load_activation_tile<CFG>(xbuf[0], x, tokens, cols, 0);
+  detail::load_activation_tile<CFG>(xbuf[0], x, tokens, cols, 0, xs);
   for (int i = 0; i < CFG::max_tiles; ++i) {
     if (i >= tiles) break;
     const int rt = i / col_tiles, ct = i % col_tiles;
@@ -228,7 +238,7 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
     if (i + 1 < tiles) {  // load stage of the next tile, overlapped with this tile's compute
       const int nr0 = (i + 1) / col_tiles * CFG::tile_rows, nc0 = (i + 1) % col_tiles * CFG::tile_cols;
       detail::load_weight_tile_i8<CFG>(wbuf[(i + 1) & 1], w, rows, cols, nr0, nc0);
-      detail::load_activation_tile<CFG>(xbuf[(i + 1) & 1], x, tokens, cols, nc0);
+      detail::load_activation_tile<CFG>(xbuf[(i + 1) & 1], x, tokens, cols, nc0, xs);
     }
     if (ct == 0) {
       for (int t = 0; t < CFG::max_tokens; ++t) {
@@ -262,10 +272,12 @@ void matmul_w8a8(const i8* w, const float* w_scale, const i8* x, const float* x_
 // group: 32, 64 or 128 columns (a multiple of 32, as the packing requires).
 // packed: [rows][(cols + 31) / 32 * 16] bytes; w_scale: fp16 bits [rows][groups]. Both are
 // read through + and [] only: plain pointers in the accelerator backend, the weight
-// channels in the emitted top (overlay::StripedWeights).
-template <class CFG, class Packed = const u8*, class Scales = const std::uint16_t*>
+// channels in the emitted top (overlay::StripedWeights); y and bias as in matmul_w8a8.
+template <class CFG, class Packed = const u8*, class Scales = const std::uint16_t*, class Out = float*,
+          class Bias = const float*>
 void matmul_w4a8(Packed packed, Scales w_scale, int group, const i8* x, const float* x_scale,
-                 float* y, int tokens, int rows, int cols, int y_stride, const float* bias = nullptr) {
+                 Out y, int tokens, int rows, int cols, int y_stride, Bias bias = nullptr, int x_stride = 0) {
+  const int xs = x_stride > 0 ? x_stride : cols;
   static_assert(CFG::tile_cols % 32 == 0, "int4 tiles hold whole 32-column chunks");
   i8 wbuf[2][CFG::tile_rows][CFG::tile_cols];
   i8 xbuf[2][CFG::max_tokens][CFG::tile_cols];
@@ -282,7 +294,7 @@ void matmul_w4a8(Packed packed, Scales w_scale, int group, const i8* x, const fl
   const int col_tiles = (cols + CFG::tile_cols - 1) / CFG::tile_cols;
   const int tiles = row_tiles * col_tiles;
   detail::load_weight_tile_i4<CFG>(wbuf[0], packed, rows, cols, 0, 0);
-  detail::load_activation_tile<CFG>(xbuf[0], x, tokens, cols, 0);
+  detail::load_activation_tile<CFG>(xbuf[0], x, tokens, cols, 0, xs);
   for (int i = 0; i < CFG::max_tiles; ++i) {
     if (i >= tiles) break;
     const int rt = i / col_tiles, ct = i % col_tiles;
@@ -290,7 +302,7 @@ void matmul_w4a8(Packed packed, Scales w_scale, int group, const i8* x, const fl
     if (i + 1 < tiles) {
       const int nr0 = (i + 1) / col_tiles * CFG::tile_rows, nc0 = (i + 1) % col_tiles * CFG::tile_cols;
       detail::load_weight_tile_i4<CFG>(wbuf[(i + 1) & 1], packed, rows, cols, nr0, nc0);
-      detail::load_activation_tile<CFG>(xbuf[(i + 1) & 1], x, tokens, cols, nc0);
+      detail::load_activation_tile<CFG>(xbuf[(i + 1) & 1], x, tokens, cols, nc0, xs);
     }
     if (ct == 0) {
       for (int t = 0; t < CFG::max_tokens; ++t) {

@@ -232,13 +232,12 @@ struct Prediction {
   double decode_step_s = 0;        // one decode step (batch tokens) at `context`
   double decode_tokens_per_s = 0;  // batch / decode_step_s
   double prefill_tokens_per_s = 0;
-  // fpgallm's kernels: the prompt through the emitted Vitis top, which runs one token per
-  // call (one decode step per prompt token); 0 where prefill_s is already that or the
-  // design is not costed on the instruction list.
-  double card_prefill_s = 0;
-  // Time to first token on the card: card_prefill_s where the emitted top runs the design,
-  // else prefill_s.
-  double time_to_first_token_s() const { return card_prefill_s > 0 ? card_prefill_s : prefill_s; }
+  // How the prompt runs, where prefill_s costs the path of fpgallm's kernels: the emitted
+  // top's prompt call (one call, prefill blocks of arch::block_tokens tokens on the tiled
+  // matrix unit), which the C-simulation backend and the simulator run too. Empty otherwise.
+  std::string prefill_path;
+  // Time to first token: the prompt (prefill_s), on fpgallm's kernels the emitted top's prompt call.
+  double time_to_first_token_s() const { return prefill_s; }
   double watts = 0;                // board power while decoding, all cards
   hw::Power power;                 // FPGA: watts by component while decoding, one card
   double joules_per_token = 0;     // decode

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "arch/units.hpp"
 #include "hw/memory_map.hpp"
 #include "hw/power.hpp"
 #include "hw/resources.hpp"
@@ -647,7 +648,6 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
     q.scenario = w.scenario;
     q.kv_bytes = p.kv_bytes;
     q.prefill_s *= b;
-    q.card_prefill_s *= b;
     q.decode_step_s *= b;
     q.notes.push_back(fmt::format("batch {}: fpgallm's kernels run one sequence per call, so a step of the batch is {} "
                                   "decode steps of one sequence (tokens/s and J/token as at batch 1)",
@@ -748,24 +748,17 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
     p.notes.push_back(
         "costed on the instruction list (arch::Program) with the units' description (arch::unit_work), as the simulator "
         "executes it");
-  const int prompt = int(w.prefill.tokens());
-  if (hardware == Hardware::fpgallm_kernels && costed_prefill && costed_decode && d.tiling.prefill_block > 1 &&
-      prompt > 1) {
-    // The emitted top runs prompt token i as a decode step at context i + 1; the step time
-    // is piecewise linear in the context (the KV reads), so Simpson's rule over the first,
-    // middle and last step sums the prompt's steps.
-    auto step_at = [&](int context) {
-      PhaseTime ph;
-      std::vector<Transfer> tr;
-      run_phase(w.decode, context, {ph, false, nullptr}, tr);
-      return ph.seconds;
-    };
-    p.card_prefill_s = prompt * (step_at(1) + 4 * step_at((1 + prompt) / 2) + step_at(prompt)) / 6;
+  if (hardware == Hardware::fpgallm_kernels && costed_prefill) {
+    const int prompt = int(w.prefill.tokens()), block = arch::block_tokens(d);
+    const int blocks = (prompt + block - 1) / block;
+    p.prefill_path = fmt::format("the emitted top's prompt call: {} block{} of up to {} tokens on the tiled matrix unit",
+                                 blocks, blocks == 1 ? "" : "s", block);
     p.notes.push_back(fmt::format(
-        "prefill_s is costed in blocks of {} tokens on the tiled matrix unit (kernels::matmul_w8a8), as the "
-        "C-simulation backend and the simulator run it; the emitted Vitis top (fpgallm emit) runs one token per call, "
-        "so on the card the prompt takes {:.4g} ms (card_prefill_s: one decode step per prompt token)",
-        d.tiling.prefill_block, 1e3 * p.card_prefill_s));
+        "prefill_s is the emitted top's prompt call (one kernel call, fpgallm emit): prefill blocks of {} tokens "
+        "(tiling.prefill_block, at most {}), each the whole instruction list with its matmuls on the tiled matrix unit "
+        "(kernels::matmul_w8a8 reading the decode weights where they lie); the C-simulation backend and the simulator "
+        "run the same blocks",
+        block, arch::kMaxBlockTokens));
   }
   if (p.cards > 1) {
     p.link_bytes_per_token = bytes_sent_per_card(p.decode_transfers, p.cards);
@@ -1076,7 +1069,7 @@ nlohmann::json summary_json(const Prediction& p) {
                       {"assumptions", p.assumptions},
                       {"notes", p.notes}};
   if (p.power.total_w > 0) j["power"] = p.power;
-  if (p.card_prefill_s > 0) j["card_prefill_s"] = p.card_prefill_s;
+  if (!p.prefill_path.empty()) j["prefill_path"] = p.prefill_path;
   j["time_to_first_token_s"] = p.time_to_first_token_s();
   if (p.kind == hw::Kind::fpga && p.cards > 1)
     j["communication"] = communication_json(p.decode_transfers, p.cards, p.scenario.batch);

@@ -85,8 +85,7 @@ struct Costing {
     arch::Instruction in = ins;
     if (on[classifier] && in.op == arch::Op::matmul && in.linear == model::Linear::cls && in.tokens > 1) {
       if (!last_logits) return 0;
-      in.host_bytes /= in.tokens;
-      in.tokens = 1;
+      in.tokens = 1;  // host_bytes are already the last token's logits
     }
     arch::PortRates r = kernel_rates;
     int kv_ports = kv_ports_kernel;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "arch/units.hpp"
+
 namespace perf {
 
 namespace {
@@ -85,8 +87,9 @@ std::vector<ProgramRun> phase_runs(WorkloadCache& cache, const graph::Workload& 
   if (wl.shape.phase == graph::Phase::decode) {
     keys.push_back({arch::Stage::decode, context - 1, 1, fields});
   } else {
-    for (int pos = 0; pos < wl.shape.prompt; pos += d.tiling.prefill_block)
-      keys.push_back({arch::Stage::prefill, pos, std::min(d.tiling.prefill_block, wl.shape.prompt - pos), fields});
+    const int block = arch::block_tokens(d);  // the programs the backend and the emitted top's prompt call run
+    for (int pos = 0; pos < wl.shape.prompt; pos += block)
+      keys.push_back({arch::Stage::prefill, pos, std::min(block, wl.shape.prompt - pos), fields});
   }
   std::vector<ProgramRun> runs;
   const std::lock_guard<std::mutex> lock(cache.mutex);

@@ -453,8 +453,9 @@ Report simulate(const model::Config& config, const arch::Design& design, const h
     } else {
       if (options.prompt < 1 || options.prompt > config.seq_len)
         throw fpgallm::InputError("--prompt", fmt::format("{} outside 1..{} (the model's context)", options.prompt, config.seq_len));
-      for (int pos = 0; pos < options.prompt; pos += design.tiling.prefill_block) {
-        const int tokens = std::min(design.tiling.prefill_block, options.prompt - pos);
+      const int block = arch::block_tokens(design);
+      for (int pos = 0; pos < options.prompt; pos += block) {
+        const int tokens = std::min(block, options.prompt - pos);
         programs.push_back(arch::build_program(config, design, arch::Stage::prefill, pos, tokens, options.precision));
       }
       rep.tokens = options.prompt;

@@ -25,6 +25,7 @@
 
 #include "arch/design.hpp"
 #include "arch/program.hpp"
+#include "arch/units.hpp"
 #include "codegen/codegen.hpp"
 #include "model/model.hpp"
 #include "model/presets.hpp"
@@ -125,6 +126,7 @@ void expect_cosim_ready(const std::string& dir, int channels) {
   need["program"] = file_bytes(dir + "/data/program.bin") / 4;
   need["result"] = constant(config, R"(static constexpr int max_width = (\d+);)");
   const long long context = constant(config, R"(static constexpr int context = (\d+);)");
+  need["prompt"] = context;  // the prompt call's token ids: at most the KV cache's positions
   need["kv_k"] = need["kv_v"] = constant(config, R"(kKvElements = (\d+)L \* FpgallmConfig::context)") * context *
                                 constant(config, R"(kKvElements = \d+L \* FpgallmConfig::context \* (\d+);)");
   need["kv_k_scale"] = need["kv_v_scale"] =
@@ -215,6 +217,21 @@ TEST(Codegen, Stories260kTestbenchBitExactAndCanFail) {
   EXPECT_EQ(ok.status, 0) << ok.out;
   EXPECT_NE(ok.out.find("one layer (block 0): 64 values bit-exact"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("decode step 3 logits: 512 values bit-exact"), std::string::npos) << ok.out;
+  // The prompt call (one call per prompt, blocks of prefill_block = 64 tokens) against the
+  // backend's prefill: the last token's logits and the KV cache it leaves, every layer's
+  // positions [0, n) as stored: per layer n x (keys and values of kv_dim elements, plus for
+  // int8 a key and a value scale per KV head).
+  const auto& c = m.config;
+  const arch::Design d = u280_design();
+  for (int n : {1, 17, 64}) {
+    const long long kv = static_cast<long long>(c.n_layers) * n *
+                         (2LL * c.kv_dim() * d.kv_bits / 8 + (d.kv_bits == 8 ? 2LL * c.n_kv_heads * 4 : 0));
+    EXPECT_NE(ok.out.find(fmt::format("prompt of {} tokens: last token's logits: 512 values bit-exact", n)),
+              std::string::npos)
+        << ok.out;
+    EXPECT_NE(ok.out.find(fmt::format("prompt of {} tokens: KV cache: {} bytes bit-exact", n, kv)), std::string::npos)
+        << ok.out;
+  }
 
   // Verification that can fail: one byte of the golden logits of step 2, then of the layer output.
   flip_byte(dir + "/golden/decode_logits.bin", 2 * 512 * 4 + 17);
@@ -227,6 +244,23 @@ TEST(Codegen, Stories260kTestbenchBitExactAndCanFail) {
   const Shell bad_layer = shell(dir + "/build/testbench " + dir);
   EXPECT_EQ(bad_layer.status, 1) << bad_layer.out;
   EXPECT_NE(bad_layer.out.find("one layer (block 0): FAIL"), std::string::npos) << bad_layer.out;
+  flip_byte(dir + "/golden/layer_out.bin", 0);
+  // The prompt call's checks fail too: a byte of the 17-token prompt's logits (the second
+  // prompt's, value 5), then one of its KV cache (past the first prompt's bytes).
+  flip_byte(dir + "/golden/prompt_logits.bin", 512 * 4 + 5 * 4 + 1);
+  const Shell bad_prompt = shell(dir + "/build/testbench " + dir);
+  EXPECT_EQ(bad_prompt.status, 1) << bad_prompt.out;
+  EXPECT_NE(bad_prompt.out.find("prompt of 17 tokens: last token's logits: FAIL, 1 of 512 values differ; first at 5"),
+            std::string::npos)
+      << bad_prompt.out;
+  flip_byte(dir + "/golden/prompt_logits.bin", 512 * 4 + 5 * 4 + 1);
+  const long long kv1 =
+      static_cast<long long>(c.n_layers) * (2LL * c.kv_dim() * d.kv_bits / 8 + (d.kv_bits == 8 ? 2LL * c.n_kv_heads * 4 : 0));
+  flip_byte(dir + "/golden/prompt_kv.bin", kv1 + 3);
+  const Shell bad_kv = shell(dir + "/build/testbench " + dir);
+  EXPECT_EQ(bad_kv.status, 1) << bad_kv.out;
+  EXPECT_NE(bad_kv.out.find("prompt of 17 tokens: KV cache: FAIL, 1 of"), std::string::npos) << bad_kv.out;
+  EXPECT_NE(bad_kv.out.find("first at 3 "), std::string::npos) << bad_kv.out;
 }
 
 // int4 weights (w4a8: packed int4, fp16 group scales on the weight channels) run on the
@@ -300,18 +334,32 @@ TEST(Codegen, Int4OnAnInt8DesignAndW4a16Refused) {
   EXPECT_TRUE(fs::is_empty(root));
 }
 
+// Prompt calls in blocks of 16 tokens (tiling.prefill_block 16) with an fp32 KV cache: 17
+// tokens are a block of 16 and a block of one (the streaming unit), 64 are four blocks.
 TEST(Codegen, Stories15mSynthesizedBitExact) {
   const auto cfg = model::find_preset("stories15m");
   ASSERT_TRUE(cfg.has_value());
   const model::Model m = model::synthesize(*cfg, 7);
   const quant::QuantModel qm = quant::quantize_model(m, quant::uniform_plan(m.config, quant::Scheme::w8a8, 32));
   const std::string dir = scratch_dir("codegen_15m") + "/proj";
-  codegen::emit(m, qm, u280_fp32_kv_design(), dir, codegen::EmitOptions{2});
+  arch::Design d = u280_fp32_kv_design();
+  d.tiling.prefill_block = 16;
+  codegen::emit(m, qm, d, dir, codegen::EmitOptions{2});
+  EXPECT_NE(read_bytes(dir + "/src/fpgallm_config.hpp").find("static constexpr int max_tokens = 16;"), std::string::npos);
   compile_testbench(dir);
   const Shell ok = run_testbench(dir);
   EXPECT_EQ(ok.status, 0) << ok.out;
   EXPECT_NE(ok.out.find("one layer (block 0): 288 values bit-exact"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("decode step 1 logits: 32000 values bit-exact"), std::string::npos) << ok.out;
+  // KV cache per prompt: 6 layers x n positions x keys and values of kv_dim 288 fp32.
+  for (int n : {1, 17, 64}) {
+    EXPECT_NE(ok.out.find(fmt::format("prompt of {} tokens: last token's logits: 32000 values bit-exact", n)),
+              std::string::npos)
+        << ok.out;
+    EXPECT_NE(ok.out.find(fmt::format("prompt of {} tokens: KV cache: {} bytes bit-exact", n, 6 * n * 2 * 288 * 4)),
+              std::string::npos)
+        << ok.out;
+  }
   flip_byte(dir + "/golden/decode_logits.bin", 32000 * 4 + 4 * 1000 + 2);
   const Shell bad = run_testbench(dir);
   EXPECT_EQ(bad.status, 1) << bad.out;
@@ -449,6 +497,36 @@ TEST(CodegenCli, EmitFromPlanAndBadInput) {
   EXPECT_FALSE(fs::exists(root + "/badproj"));
   for (const auto& e : fs::directory_iterator(root))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// A planned stories15m: `plan stories15m --device u280`'s design, emitted for a synthesized
+// stories15m (`synth --preset stories15m`). Its testbench's prompt calls (1, 17 and 64 tokens,
+// one call each, blocks of the plan's prefill_block) match the backend bit for bit.
+TEST(CodegenCli, PlannedStories15mPromptCallBitExact) {
+  const std::string root = scratch_dir("codegen_15m_planned");
+  ASSERT_EQ(run_fpgallm("plan stories15m --device u280 -o " + root + "/design.json").status, 0);
+  ASSERT_EQ(run_fpgallm("synth --preset stories15m --seed 7 -o " + root + "/m.bin").status, 0);
+  const auto emit = run_fpgallm("emit " + root + "/m.bin --design " + root + "/design.json -o " + root + "/proj");
+  ASSERT_EQ(emit.status, 0) << emit.err;
+  const std::string dir = root + "/proj";
+  const arch::Design d = arch::load(root + "/design.json");
+  EXPECT_NE(read_bytes(dir + "/src/fpgallm_config.hpp")
+                .find(fmt::format("static constexpr int max_tokens = {};", arch::block_tokens(d))),
+            std::string::npos);
+  compile_testbench(dir);
+  const Shell ok = run_testbench(dir);
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  // KV cache per prompt: 6 layers x n positions x (keys and values of kv_dim 288 elements of
+  // kv_bits, plus for int8 a key and a value scale per each of the 6 KV heads).
+  const long long per_position = 2LL * 288 * d.kv_bits / 8 + (d.kv_bits == 8 ? 2 * 6 * 4 : 0);
+  for (int n : {1, 17, 64}) {
+    EXPECT_NE(ok.out.find(fmt::format("prompt of {} tokens: last token's logits: 32000 values bit-exact", n)),
+              std::string::npos)
+        << ok.out;
+    EXPECT_NE(ok.out.find(fmt::format("prompt of {} tokens: KV cache: {} bytes bit-exact", n, 6 * n * per_position)),
+              std::string::npos)
+        << ok.out;
+  }
 }
 
 // The design `plan llama2-7b --device u280` writes, emitted for the preset: the kernel, its

@@ -170,6 +170,7 @@ std::vector<std::string> bank_violations(const Project& p, const std::string& cf
   bytes["params"] = vocab * dim * 4 + context * head_dim * 4;
   bytes["row_scales"] = 64;
   bytes["program"] = 64;
+  bytes["prompt"] = context * 4;
   bytes["result"] = vocab * 4;
   std::map<std::pair<int, int>, double> used;  // (pool, bank) -> bytes
   for (const auto& [port, b] : bytes) {

@@ -262,27 +262,31 @@ TEST(Perf, PredictionCountsTheExecutedCommunication) {
   EXPECT_NEAR(q.decode.link_s, 3 * (hop + 256 / link) + (hop + 2048 / link), 1e-15);
 }
 
-// The emitted top runs a prompt one decode step per token: card_prefill_s is the sum of the
-// decode steps at contexts 1..prompt, here summed step by step as the reference.
-TEST(Perf, CardPrefillIsOneDecodeStepPerPromptToken) {
+// The card runs a prompt as the emitted top's prompt call: prefill blocks of
+// arch::block_tokens tokens (tiling.prefill_block, at most 64) on the tiled matrix unit.
+// prefill_s costs that path and is the time to first token: a prefill_block of 128 costs as
+// 64 does (the blocks the top, the backend and the simulator run), and each block reads every
+// weight once: 100 tokens in 2 blocks move about twice the off-chip bytes of one decode step
+// (the weights; the KV and parameter traffic is small here), where one decode call per
+// prompt token would move 100 times them.
+TEST(Perf, PromptIsTheTopsPromptCall) {
   const model::Config cfg = *model::find_preset("stories15m");
-  const arch::Design d = design(16, 32, 16);
-  const int prompt = 40;
-  const perf::Prediction p =
-      perf::predict(d, hw::find_device("u280"), perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, prompt, prompt}));
-  double steps = 0;
-  for (int context = 1; context <= prompt; ++context)
-    steps += perf::predict(d, hw::find_device("u280"), perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, 1, context}))
-                 .decode_step_s;
-  ASSERT_GT(p.card_prefill_s, 0);
-  // Simpson's rule over three contexts is exact for a step time linear in the context; the
-  // KV blocks make it piecewise linear.
-  EXPECT_NEAR(p.card_prefill_s, steps, 0.01 * steps);
-  // A design the kernels do not run has no emitted top to cost.
-  EXPECT_EQ(perf::predict(d, hw::find_device("u280"), perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, prompt, prompt}),
-                          perf::constants(), perf::Hardware::published_accelerator)
-                .card_prefill_s,
-            0);
+  const int prompt = 100;
+  const auto lowered = perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, prompt, prompt});
+  const perf::Prediction p = perf::predict(design(16, 32, 64), hw::find_device("u280"), lowered);
+  const perf::Prediction p128 = perf::predict(design(16, 32, 128), hw::find_device("u280"), lowered);
+  EXPECT_DOUBLE_EQ(p.prefill_s, p128.prefill_s);
+  EXPECT_DOUBLE_EQ(p.time_to_first_token_s(), p.prefill_s);
+  EXPECT_NE(p.prefill_path.find("prompt call: 2 blocks of up to 64 tokens"), std::string::npos) << p.prefill_path;
+  const double step_bytes = perf::predict(design(16, 32, 64), hw::find_device("u280"),
+                                         perf::lower(cfg, graph::parse_scheme("int8"), perf::Scenario{1, 1, 1}))
+                               .decode.offchip_bytes;
+  EXPECT_GT(p.prefill.offchip_bytes, 2 * step_bytes * 0.99);
+  EXPECT_LT(p.prefill.offchip_bytes, 2 * step_bytes * 1.1);
+  // A design the kernels do not run has no emitted top: no prompt path is named.
+  EXPECT_TRUE(perf::predict(design(16, 32, 64), hw::find_device("u280"), lowered, perf::constants(),
+                            perf::Hardware::published_accelerator)
+                  .prefill_path.empty());
 }
 
 // Calibrated (static) activation scales: the quantize takes no max_abs pass (the kernels'

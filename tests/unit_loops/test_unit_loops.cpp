@@ -51,6 +51,7 @@ struct Instance {
     static constexpr int vocab_size = kMaxWidth;
     static constexpr int n_heads = kMaxHeads, n_kv_heads = kMaxHeads;
     static constexpr int max_width = 2 * kMaxWidth;  // LayerNorm's gain and bias
+    static constexpr int max_tokens = kMaxTokens;    // a prefill block
     static constexpr float norm_eps = 1e-5f;
     typedef kernels::MatrixVectorConfig<PE, SIMD, CHANNELS, kMaxWidth, kMaxWidth> matrix_vector;
     typedef kernels::VectorUnitConfig<LANES, 8, max_width> vector_unit;
@@ -186,7 +187,7 @@ struct Machine {
   std::vector<float> buf[int(arch::Buf::weights) + 1];
   int width[int(arch::Buf::weights) + 1] = {};
   std::vector<kernels::FloatWord> params, row_scales;
-  std::vector<float> param, gain_q, gain_k, result;
+  std::vector<float> param, result;
   std::vector<kernels::i8> codes;  // [tokens][cols] (prefill) or MV::padded_cols (decode)
   std::vector<float> code_scales;
   std::vector<Elem> kv_k, kv_v;
@@ -216,8 +217,6 @@ struct Machine {
       for (auto& w : *words)
         for (float& f : w.value) f = 0.5f + std::uniform_real_distribution<float>(0, 1)(rng);
     param.assign(CFG::max_width, 0.0f);
-    gain_q.assign(CFG::max_width, 0.0f);
-    gain_k.assign(CFG::max_width, 0.0f);
     result.assign(CFG::vocab_size, 0.0f);
     codes.assign(std::max<std::size_t>(MV::padded_cols, std::size_t(kMaxTokens) * kMaxWidth), 1);
     code_scales.assign(kMaxTokens, 0.01f);
@@ -355,21 +354,13 @@ struct Machine {
           matmul_region(in);
         else
           matmul_tiled(in);
-        if (in.host_bytes > 0)  // the classifier: the logits to the result bundle
-          for (int t = 0; t < n; ++t) overlay::write_result<CFG>(b(Buf::logits, t), in.rows, result.data());
+        if (in.host_bytes > 0)  // the classifier: the last token's logits to the result bundle
+          overlay::write_result<CFG>(b(Buf::logits, n - 1), in.rows, result.data());
         return;
       case Op::head_norm:
-        if (n == 1) {
-          overlay::head_norms<CFG>(b(Buf::q, 0), b(Buf::k, 0), params.data(), 0, in.heads, in.kv_heads, hd,
-                                   param.data());
-        } else {  // the two gains once, every head of every token
-          overlay::load_floats<CFG>(params.data(), 0, hd, gain_q.data());
-          overlay::load_floats<CFG>(params.data(), 0, hd, gain_k.data());
-          for (int t = 0; t < n; ++t) {
-            kernels::head_rmsnorm<V, CFG::n_heads>(b(Buf::q, t), gain_q.data(), in.heads, hd, c.norm_eps);
-            kernels::head_rmsnorm<V, CFG::n_kv_heads>(b(Buf::k, t), gain_k.data(), in.kv_heads, hd, c.norm_eps);
-          }
-        }
+        // The top's call: the two gains once, every head of every token.
+        overlay::head_norms<CFG>(b(Buf::q, 0), b(Buf::k, 0), width[int(Buf::q)], width[int(Buf::k)], params.data(), 0,
+                                 in.heads, in.kv_heads, hd, param.data(), n);
         return;
       case Op::rope:
         for (int t = 0; t < n; ++t) {

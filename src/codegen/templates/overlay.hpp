@@ -1,6 +1,7 @@
 #pragma once
-// The overlay kernel's building blocks: the instruction fields of one decode step
-// (arch::Program, encoded by fpgallm emit) and the processes the generated top function
+// The overlay kernel's building blocks: the instruction fields of one step (arch::Program,
+// encoded by fpgallm emit; a decode step of one token, or a prefill block of the prompt
+// call, which runs the same words over several tokens) and the processes the generated top function
 // (src/fpgallm_overlay.cpp) calls for each instruction, sized by the generated config
 // struct CFG (src/fpgallm_config.hpp).
 //
@@ -122,6 +123,128 @@ struct StripedWeights {
   }
 };
 
+// An int8 matrix on the weight channels as the streaming unit reads it (written by fpgallm
+// emit: PE x SIMD steps in (row fold, column fold) order, W[nf*PE + pe][sf*SIMD + k] at byte
+// pe*SIMD + k of step nf * col_folds + sf; word w of the matrix on channel w % CH at word
+// first_beat + w / CH of that channel), read as the row-major matrix kernels::matmul_w8a8
+// takes (element r * cols + c, through + and []): the prompt call's tiled unit reads the
+// decode step's weights where they lie. The SIMD codes of one tile-row word are one run of
+// lanes of one 512-bit word on one channel; the channel is chosen by the control flow.
+template <class MV>
+struct StreamedMatrix {
+  const kernels::PackedWord* const* port;  // the MV::channels weight bundles
+  int first_beat;
+  int cols;
+  long offset;  // elements, row-major
+  StreamedMatrix operator+(long n) const {
+    StreamedMatrix s = *this;
+    s.offset += n;
+    return s;
+  }
+  kernels::i8 operator[](long i) const {
+    const long e = offset + i, r = e / cols, c = e % cols;
+    const long col_folds = (cols + MV::simd - 1) / MV::simd;
+    const long byte = ((r / MV::pe) * col_folds + c / MV::simd) * (MV::pe * MV::simd) + (r % MV::pe) * MV::simd +
+                      c % MV::simd;
+    const long word = byte / kernels::kWordBytes;
+    const long beat = first_beat + word / MV::channels;
+    const int ch = static_cast<int>(word % MV::channels);
+    kernels::PackedWord w = {};
+    for (int k = 0; k < MV::channels; ++k) {
+#pragma HLS UNROLL
+      if (k == ch) w = port[k][beat];
+    }
+    return w.lane[byte % kernels::kWordBytes];
+  }
+};
+
+// Per-row floats laid out per row fold of PE as fpgallm emit writes the row scales (and a
+// matmul's bias): row r at lane (r % PE) % 16 of FloatWord first + (r / PE) * scale_words +
+// (r % PE) / 16. `first` < 0: none (a matmul without a bias).
+template <class MV>
+struct FoldedRows {
+  const kernels::FloatWord* words;
+  int first;
+  explicit operator bool() const { return first >= 0; }
+  float operator[](long r) const {
+    const int in_fold = static_cast<int>(r % MV::pe);
+    const kernels::FloatWord w = words[first + (r / MV::pe) * MV::scale_words + in_fold / kernels::kFloatsPerWord];
+    return w.value[in_fold % kernels::kFloatsPerWord];
+  }
+};
+
+// The output of a tiled matmul over a block of tokens (element t * row + r, row the
+// destination array's row, row_of) into the block array the instruction names, a write
+// enable per array; the logits array keeps the last token's row only (what the host samples
+// from).
+template <class CFG>
+struct BlockRows {
+  int dest;
+  long last;  // element of the last token's first row
+  float* q;
+  float* k;
+  float* v;
+  float* xb2;
+  float* hb;
+  float* hb2;
+  float* logits;
+  struct Element {
+    const BlockRows* to;
+    long i;
+    void operator=(float y) const {
+      const BlockRows& b = *to;
+      if (b.dest == buf_q) b.q[i] = y;
+      if (b.dest == buf_k) b.k[i] = y;
+      if (b.dest == buf_v) b.v[i] = y;
+      if (b.dest == buf_xb2) b.xb2[i] = y;
+      if (b.dest == buf_hb) b.hb[i] = y;
+      if (b.dest == buf_hb2) b.hb2[i] = y;
+      if (b.dest == buf_logits && i >= b.last) b.logits[i - b.last] = y;
+    }
+  };
+  Element operator[](long i) const {
+    const Element e = {this, i};
+    return e;
+  }
+};
+
+// The row (token stride) of the block array `dest`; the logits keep one row of `rows`.
+template <class CFG>
+inline int row_of(int dest, int rows) {
+  return dest == buf_q ? CFG::q_row : dest == buf_k || dest == buf_v ? CFG::kv_row
+       : dest == buf_xb2 ? CFG::dim_row : dest == buf_hb || dest == buf_hb2 ? CFG::hidden_row : rows;
+}
+
+// One matmul instruction over a block of `tokens` tokens (the prompt call): the tiled matrix
+// unit the accelerator backend runs prefill on (CFG::matrix_unit), kernels::matmul_w8a8 on
+// the int8 weights where the streaming unit reads them, or kernels::matmul_w4a8 on packed
+// int4 (packed part at weight_beat, fp16 group scales at scale_beat); codes (token t at
+// t x MV::padded_cols) and one scale per token in, the rows of every token out to the
+// destination array.
+template <class CFG>
+void matmul_block(const kernels::PackedWord* const port[], const kernels::FloatWord* row_scales,
+                  const kernels::FloatWord* params, const int w[kWords], const kernels::i8* codes,
+                  const float* code_scales, int tokens, float* q, float* k, float* v, float* xb2, float* hb, float* hb2,
+                  float* logits) {
+  typedef typename CFG::matrix_vector MV;
+  const int rows = w[f_rows], cols = w[f_cols];
+  const FoldedRows<MV> bias = {params, (w[f_flags] & kFlagBias) != 0 ? w[f_aux] : -1};
+  const int row = row_of<CFG>(w[f_out], rows);
+  const BlockRows<CFG> out = {w[f_out], static_cast<long>(tokens - 1) * row, q, k, v, xb2, hb, hb2, logits};
+  if (CFG::int4_weights && w[f_weight_bits] == 4) {  // a constant false branch on an int8 design
+    const StripedWeights<MV, kernels::u8> packed = {port, w[f_weight_beat], 0};
+    const StripedWeights<MV, std::uint16_t> scales = {port, w[f_scale_word], 0};
+    kernels::matmul_w4a8<typename CFG::matrix_unit>(packed, scales, w[f_group], codes, code_scales, out, tokens, rows,
+                                                    cols, row, bias, MV::padded_cols);
+  } else {
+    const StreamedMatrix<MV> weights = {port, w[f_weight_beat], cols, 0};
+    const FoldedRows<MV> scales = {row_scales, w[f_scale_word]};
+    kernels::matmul_w8a8<typename CFG::matrix_unit>(weights, scales, codes, code_scales, out,
+                                                    static_cast<kernels::i32*>(0), tokens, rows, cols, row, bias,
+                                                    MV::padded_cols);
+  }
+}
+
 // The rows of an int4 matmul from `y` (the classifier's array) to the destination array the
 // instruction names, plus the bias when bias_word >= 0 (read from `params`, laid out per row
 // fold of PE as store_rows reads it), one row per cycle.
@@ -196,17 +319,24 @@ void rope_heads(float q[CFG::q_dim], float k[CFG::kv_dim], const float cos_sin[C
   }
 }
 
-// Per-head RMSNorm of every query and key head (Qwen3's q_norm, k_norm): the q gain at
-// FloatWord `gains` of `params`, the k gain at the next whole word after it.
+// Per-head RMSNorm of every query and key head of `tokens` tokens (Qwen3's q_norm, k_norm;
+// token t's q at t x q_row, its k at t x k_row): the q gain at FloatWord `gains` of `params`,
+// the k gain at the next whole word after it, each loaded once.
 template <class CFG>
-void head_norms(float q[CFG::q_dim], float k[CFG::kv_dim], const kernels::FloatWord* params, int gains, int heads,
-                int kv_heads, int head_dim, float gain[CFG::max_width]) {
+void head_norms(float* q, float* k, int q_row, int k_row, const kernels::FloatWord* params, int gains, int heads,
+                int kv_heads, int head_dim, float gain[CFG::max_width], int tokens) {
 #pragma HLS INLINE
   using V = typename CFG::vector_unit;
   load_floats<CFG>(params, gains, head_dim, gain);
-  kernels::head_rmsnorm<V, CFG::n_heads>(q, gain, heads, head_dim, CFG::norm_eps);
+  for (int t = 0; t < CFG::max_tokens; ++t) {
+    if (t >= tokens) break;
+    kernels::head_rmsnorm<V, CFG::n_heads>(q + t * q_row, gain, heads, head_dim, CFG::norm_eps);
+  }
   load_floats<CFG>(params, gains + (head_dim + kernels::kFloatsPerWord - 1) / kernels::kFloatsPerWord, head_dim, gain);
-  kernels::head_rmsnorm<V, CFG::n_kv_heads>(k, gain, kv_heads, head_dim, CFG::norm_eps);
+  for (int t = 0; t < CFG::max_tokens; ++t) {
+    if (t >= tokens) break;
+    kernels::head_rmsnorm<V, CFG::n_kv_heads>(k + t * k_row, gain, kv_heads, head_dim, CFG::norm_eps);
+  }
 }
 
 // The KV cache of one layer: CFG::context positions of kv_heads x head_dim elements, one

@@ -1,5 +1,6 @@
 // fpgallm deploy end to end on the bundled model: the artifacts, determinism, the report
 // in headless Chromium, and no half-written folder on failure.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -115,6 +116,23 @@ TEST(Deploy, WritesEveryArtifactDeterministicallyAndTheReportRenders) {
     const std::string line = "greedy sample  " + std::to_string(same) + " of " + std::to_string(v["greedy_tokens"].get<int>()) +
                              " tokens equal the fp32 model's, the first " + std::to_string(prefix) + " in a row\n";
     EXPECT_NE(r1.out.find(line), std::string::npos) << r1.out;
+  }
+  // The time to first token is the emitted top's prompt call (one call, prefill blocks on the
+  // tiled unit): the summary line and report.html give the plan's figure and name that path.
+  {
+    const auto& p = summary["predicted"];
+    ASSERT_TRUE(p.contains("prefill_path")) << p.dump();
+    const std::string path = p["prefill_path"].get<std::string>();
+    EXPECT_NE(path.find("the emitted top's prompt call"), std::string::npos) << path;
+    EXPECT_DOUBLE_EQ(p["time_to_first_token_s"].get<double>(), p["prefill_s"].get<double>());
+    EXPECT_NE(r1.out.find(fmt::format("{:.2f} ms to first token ({})", 1e3 * p["time_to_first_token_s"].get<double>(), path)),
+              std::string::npos)
+        << r1.out;
+    const std::string page = read_bytes(dir + "/a/report.html");
+    const auto at = page.find("time to first token on the card");
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_NE(page.find(path, at), std::string::npos);
+    EXPECT_NE(page.find("id=\"ttft\">", at), std::string::npos);
   }
   // The kernels run the quantized model as the fp32 engine's simulated quantization does
   // (docs/accelerator.md states the bound: the vector unit's table exp and lane sums).
