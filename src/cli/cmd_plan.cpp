@@ -1,7 +1,10 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
+#include "arch/units.hpp"
 #include "cli/command.hpp"
 #include "util/output.hpp"
 #include "dse/dse.hpp"
@@ -18,6 +21,17 @@
 #include "util/paths.hpp"
 
 namespace {
+
+// On-chip bytes the emitted top's prompt call adds to the decode top's activation arrays:
+// the block's other arch::block_tokens - 1 rows of x, xb, xb2 (dim), q, att (q_dim), k, v
+// (kv_dim), hb, hb2 (hidden) in fp32 and of the int8 input codes (the widest input).
+// hw::unit_resources counts the decode top only, so plan prints this beside it.
+std::int64_t prompt_block_extra_bytes(const arch::Design& d, const model::Config& c) {
+  const std::int64_t q_dim = std::int64_t(c.n_heads) * c.head_dim(), kv_dim = c.kv_dim();
+  const std::int64_t floats = 3 * std::int64_t(c.dim) + 2 * q_dim + 2 * kv_dim + 2 * std::int64_t(c.hidden_dim);
+  const std::int64_t widest = std::max({std::int64_t(c.dim), q_dim, std::int64_t(c.hidden_dim)});
+  return (arch::block_tokens(d) - 1) * (4 * floats + widest);
+}
 
 struct PlanArgs {
   std::string model, device, objective = "decode-tps", scheme = "int8", quant, output, svg;
@@ -158,6 +172,10 @@ void run(const PlanArgs& a) {
   for (const auto& part : use.parts)
     std::printf("  %-24s %9.0f LUT %9.0f FF %6.0f DSP  %s\n", part.name.c_str(), part.use.lut, part.use.ff, part.use.dsp,
                 part.checked.empty() ? "model only" : ("checked: " + part.checked).c_str());
+  if (const auto extra = prompt_block_extra_bytes(d, req.config); extra > 0)
+    std::printf("  not counted above: the prompt call's tiled MAC array and its %d-token block arrays (%.1f MiB more "
+                "on chip); only csynth and v++ say whether the prompt-capable top fits\n",
+                arch::block_tokens(d), extra / 1048576.0);
   if (!slr_lines.empty()) std::printf("placement on the SLRs (connectivity.cfg of fpgallm emit):\n");
   for (const auto& l : slr_lines) std::printf("  %s\n", l.c_str());
   if (!bank_lines.empty()) std::printf("buffers in banks (connectivity.cfg of fpgallm emit):\n");
