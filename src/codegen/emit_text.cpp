@@ -786,14 +786,16 @@ int main(int argc, char** argv) {
   std::vector<float> logits(FpgallmConfig::max_width);
   int token = check ? golden_tokens[0] : 1;  // 1 = BOS in llama2.c tokenizers
   bool ok = true;
-  for (int pos = 0; pos < steps; ++pos) {
+  // One kernel call: a decode step of token `tok` at position `at` (n_tokens 0), or the
+  // first n_tokens tokens of prompt_bo; the logits (of the last token) into `logits`.
+  auto call = [&](int tok, int at, int n_tokens) {
     xrt::run run(kernel);
     set_buffer<a_program>(run, program_bo);
     set_scalar<a_n>(run, kGoldenInstructions);
-    set_scalar<a_token>(run, token);
-    set_scalar<a_pos>(run, pos);
+    set_scalar<a_token>(run, tok);
+    set_scalar<a_pos>(run, at);
     set_buffer<a_prompt>(run, prompt_bo);
-    set_scalar<a_n_tokens>(run, 0);
+    set_scalar<a_n_tokens>(run, n_tokens);
     @RUNARGS@set_buffer<a_row_scales>(run, scales_bo);
     set_buffer<a_params>(run, params_bo);
     set_buffer<a_kv_k>(run, kv_k_bo);
@@ -806,6 +808,9 @@ int main(int argc, char** argv) {
     run.wait();
     result_bo.sync(XCL_BO_SYNC_BO_FROM_DEVICE);
     result_bo.read(logits.data());
+  };
+  for (int pos = 0; pos < steps; ++pos) {
+    call(token, pos, 0);
     const int next = int(std::max_element(logits.begin(), logits.begin() + kGoldenVocab) - logits.begin());
     if (check) {
       const std::string what = "step " + std::to_string(pos) + " logits";
@@ -824,25 +829,7 @@ int main(int argc, char** argv) {
     prompt_bo.write(prompt.data(), prompt.size() * sizeof(int), 0);
     prompt_bo.sync(XCL_BO_SYNC_BO_TO_DEVICE);
     for (int p = 0; p < kPrompts; ++p) {
-      xrt::run run(kernel);
-      set_buffer<a_program>(run, program_bo);
-      set_scalar<a_n>(run, kGoldenInstructions);
-      set_scalar<a_token>(run, 0);
-      set_scalar<a_pos>(run, 0);
-      set_buffer<a_prompt>(run, prompt_bo);
-      set_scalar<a_n_tokens>(run, kPromptLengths[p]);
-      @RUNARGS@set_buffer<a_row_scales>(run, scales_bo);
-      set_buffer<a_params>(run, params_bo);
-      set_buffer<a_kv_k>(run, kv_k_bo);
-      set_buffer<a_kv_v>(run, kv_v_bo);
-      set_buffer<a_kv_k_scale>(run, kv_ks_bo);
-      set_buffer<a_kv_v_scale>(run, kv_vs_bo);
-      set_scalar<a_result_buf>(run, kLogitsBuf);
-      set_buffer<a_result>(run, result_bo);
-      run.start();
-      run.wait();
-      result_bo.sync(XCL_BO_SYNC_BO_FROM_DEVICE);
-      result_bo.read(logits.data());
+      call(0, 0, kPromptLengths[p]);
       const std::string what = "prompt of " + std::to_string(kPromptLengths[p]) + " tokens: last token's logits";
       ok &= same_bits(what.c_str(), logits.data(), prompt_logits.data() + long(p) * kGoldenVocab, kGoldenVocab);
     }
