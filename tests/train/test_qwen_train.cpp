@@ -19,6 +19,8 @@
 #include "train/qat.hpp"
 #include "train/trainer.hpp"
 
+#include "fixed_batch.hpp"
+
 namespace {
 
 // A Qwen2 of small_qwen_config with biases of distinct values (synthesize makes them 0).
@@ -36,12 +38,7 @@ model::Model qwen2(int vocab = 256, int seq_len = 64) {
   return m;
 }
 
-train::Batch fixed_batch(int batch, int seq, int vocab, std::uint64_t seed) {
-  train::Rng rng(seed);
-  train::Batch b{batch, seq, {}};
-  for (int i = 0; i < batch * (seq + 1); ++i) b.tokens.push_back(static_cast<int>(rng.below(static_cast<std::uint64_t>(vocab))));
-  return b;
-}
+using train_testing::fixed_batch;
 
 TEST(QwenTraining, ForwardWithBiasesMatchesTheInferenceEngine) {
   const model::Model m = qwen2();

@@ -18,6 +18,8 @@
 #include "train/params.hpp"
 #include "train/trainer.hpp"
 
+#include "fixed_batch.hpp"
+
 namespace {
 
 const model::Model& stories() {
@@ -25,12 +27,7 @@ const model::Model& stories() {
   return m;
 }
 
-train::Batch fixed_batch(int batch, int seq, int vocab, std::uint64_t seed) {
-  train::Rng rng(seed);
-  train::Batch b{batch, seq, {}};
-  for (int i = 0; i < batch * (seq + 1); ++i) b.tokens.push_back(static_cast<int>(rng.below(static_cast<std::uint64_t>(vocab))));
-  return b;
-}
+using train_testing::fixed_batch;
 
 TEST(TrainForward, LogitsMatchTheInferenceEngine) {
   const auto& m = stories();
