@@ -19,7 +19,7 @@
 #include "train/qat.hpp"
 #include "train/trainer.hpp"
 
-#include "fixed_batch.hpp"
+#include "train_testing.hpp"
 
 namespace {
 
@@ -99,13 +99,7 @@ TEST(QwenTraining, EveryGradientIncludingTheBiasesAgreesWithFiniteDifferences) {
     ASSERT_EQ(w.size(), gv.size()) << pt[i].name;
     const std::size_t j = static_cast<std::size_t>(
         std::max_element(gv.begin(), gv.end(), [](double x, double y) { return std::abs(x) < std::abs(y); }) - gv.begin());
-    const double saved = w[j];
-    w[j] = saved + h;
-    const double up = net.loss(p, b, mm);
-    w[j] = saved - h;
-    const double down = net.loss(p, b, mm);
-    w[j] = saved;
-    const double numeric = (up - down) / (2 * h);
+    const double numeric = train_testing::central_difference(net, p, b, mm, w, j, h);
     const double err = std::abs(gv[j] - numeric) / std::max({std::abs(gv[j]), std::abs(numeric), 1e-6});
     worst = std::max(worst, err);
     biases += pt[i].name.find(".b") != std::string::npos;

@@ -18,7 +18,7 @@
 #include "train/params.hpp"
 #include "train/trainer.hpp"
 
-#include "fixed_batch.hpp"
+#include "train_testing.hpp"
 
 namespace {
 
@@ -97,13 +97,7 @@ TEST(GradientCheck, EveryTensorOfStories260KAgreesWithFiniteDifferences) {
     std::vector<std::size_t> pick(idx.begin(), idx.begin() + 2);
     for (int r = 0; r < 2; ++r) pick.push_back(static_cast<std::size_t>(rng.below(gv.size())));
     for (std::size_t j : pick) {
-      const double saved = w[j];
-      w[j] = saved + h;
-      const double up = net.loss(p, b, mm);
-      w[j] = saved - h;
-      const double down = net.loss(p, b, mm);
-      w[j] = saved;
-      const double numeric = (up - down) / (2 * h);
+      const double numeric = train_testing::central_difference(net, p, b, mm, w, j, h);
       const double analytic = gv[j];
       // Relative error; the denominator has a floor of 1e-5 so that elements whose
       // gradient is nearly zero are held to an absolute 1e-9 (finite-difference rounding
