@@ -229,7 +229,7 @@ void to_json(json& j, const Design& d) {
            {"tiling", {{"tile_rows", d.tiling.tile_rows}, {"tile_cols", d.tiling.tile_cols},
                        {"prefill_block", d.tiling.prefill_block}}},
            {"buffers", {{"weight_bytes", d.buffers.weight_bytes}, {"activation_bytes", d.buffers.activation_bytes},
-                        {"kv_bytes", d.buffers.kv_bytes}}},
+                        {"kv_bytes", d.buffers.kv_bytes}, {"activations_in_uram", d.buffers.activations_in_uram}}},
            {"memory", {{"weight_channels", d.memory.weight_channels}, {"kv_channels", d.memory.kv_channels},
                        {"activation_channels", d.memory.activation_channels}, {"burst_bytes", d.memory.burst_bytes},
                        {"port_bits", d.memory.port_bits}}},
@@ -286,10 +286,11 @@ void from_json(const json& j, Design& d) {
   }
   if (j.contains("buffers")) {
     const auto& b = j["buffers"];
-    check_keys(b, "buffers", {"weight_bytes", "activation_bytes", "kv_bytes"});
+    check_keys(b, "buffers", {"weight_bytes", "activation_bytes", "kv_bytes", "activations_in_uram"});
     get(b, "weight_bytes", d.buffers.weight_bytes, "buffers");
     get(b, "activation_bytes", d.buffers.activation_bytes, "buffers");
     get(b, "kv_bytes", d.buffers.kv_bytes, "buffers");
+    get(b, "activations_in_uram", d.buffers.activations_in_uram, "buffers");
   }
   if (j.contains("memory")) {
     const auto& m = j["memory"];

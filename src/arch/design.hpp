@@ -75,6 +75,10 @@ struct Buffers {
   std::int64_t weight_bytes = 2 * 128 * 256;  // on-chip weight tile storage (double-buffered)
   std::int64_t activation_bytes = 256 * 1024; // on-chip activations
   std::int64_t kv_bytes = 0;                  // on-chip KV cache (0 = KV in off-chip memory)
+  // The emitted top's block activation arrays (x, xb, xb2, q, k, v, att, hb, hb2: one row per
+  // token of a prompt block) bound to UltraRAM (BIND_STORAGE impl=uram); false: block RAM or
+  // LUTRAM, as Vitis chooses.
+  bool activations_in_uram = false;
   bool operator==(const Buffers&) const = default;
 };
 

@@ -22,6 +22,17 @@ const char* to_string(UnitKind u) {
   return "?";
 }
 
+int activation_partition(const Design& d) { return std::max({d.matrix_unit.rows, d.vector_unit.lanes, 16}); }
+
+int activation_row(const Design& d, int width) {
+  const int p = activation_partition(d);
+  return (width + p - 1) / p * p;
+}
+
+long long activation_bank_depth(const Design& d, int width) {
+  return static_cast<long long>(block_tokens(d)) * activation_row(d, width) / activation_partition(d);
+}
+
 namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -81,7 +92,7 @@ void decode_matmul(const Design& d, const Instruction& in, const PortRates& r, B
   const int gather_ii = std::max(group_words / ch, group_words / step_words);
   const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));
   const kernels::MatrixWords m = kernels::stream_words(pe, simd, ch, in.rows, in.cols);
-  // int4 does not come here (int4_decode_matmul: the tiled unit). Other widths below 8 bits
+  // int4 does not come here (prefill_matmul: the tiled unit). Other widths below 8 bits
   // are for planning only (no kernel): the stream shrinks in proportion.
   const std::int64_t beats = in.weight_bits < 8 ? ceil_div(std::int64_t(m.beats) * in.weight_bits, 8) : m.beats;
   const std::int64_t bytes = beats * kernels::kWordBytes * ch;
@@ -140,7 +151,7 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   // per cycle (int4: 32 packed columns, the whole tile width), bounded by the weight port,
   // then the tokens' activation columns, one SIMD word per cycle.
   auto act_iters = [&](std::int64_t tile_c) { return double(in.tokens) * ceil_div(tile_c, mu.cols); };
-  double compute = 0, load = 0, cycles = 0, store = 0;
+  double cycles = 0;
   auto cls = [&](const char* which, std::int64_t n, std::int64_t tile_r, std::int64_t tile_c, bool last_col) {
     if (n <= 0) return;
     const std::int64_t words = in.weight_bits < 8 ? tile_r * ceil_div(tc, 32) : tile_r * ceil_div(tile_c, mu.cols);
@@ -152,9 +163,6 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
     const double l = bound(double(words), double(tile_r * tile_c * in.weight_bits / 8) * total /
                                               std::max<std::int64_t>(1, payload_total), port);
     const double a = act_iters(tile_c);
-    compute += n * c;
-    store += n * st;
-    load += n * (l + a);
     cycles += n * (dbuf ? std::max(l + a, c + st) : l + a + c + st);
     auto name = [&](const char* loop) {
       return fmt::format("matmul {}x{} x{} tokens ({}): {}", rows, cols, in.tokens, which, loop);
@@ -178,11 +186,11 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
                        act_iters(std::min(tc, cols));
   w.body_cycles = r.memory_latency + (dbuf ? first : 0) + cycles;
   w.stream_bytes = total;
-  // At one token (int4 decode) the unit is busy in its load loops, which bound it (one
-  // 32-column chunk a cycle, its own pipelined loops, not a DMA beside it): per tile the
-  // longer of load and compute when double-buffered, their sum otherwise. With a prefill
-  // block the compute (tokens x steps) dominates and the loads are the port transfers.
-  w.stream_compute = in.tokens == 1 ? cycles : compute + store;
+  // The unit is busy in its load loops as in its compute (one SIMD word or 32-column chunk
+  // a cycle, its own pipelined loops, not a DMA beside it): per tile the longer of load and
+  // compute when double-buffered, their sum otherwise. At one token (int4 decode) and in
+  // small blocks the loads bound it; in large blocks the compute (tokens x steps) does.
+  w.stream_compute = cycles;
   w.stream_fill = 0;  // inside each tile's compute
   // Consecutive tiles grouped into at most 256 pieces (a piece of k tiles loads and
   // computes as k tiles do; with double buffering the next piece loads meanwhile).
@@ -190,22 +198,9 @@ void prefill_matmul(const Design& d, const Instruction& in, const PortRates& r, 
   w.piece_buffer_bytes = ceil_div(payload_total, w.pieces);
   w.double_buffered = dbuf;
   w.weight_bytes = total;
+  // A bias is read in the store stage, one parameter word per output (overlay::FoldedRows).
+  if (in.bias) w.param_bytes += std::int64_t(in.tokens) * rows * kernels::kWordBytes;
   w.macs = std::int64_t(in.tokens) * rows * cols;
-}
-
-// Decode of an int4 matrix, as the emitted top runs it (overlay::matmul_int4): the tiled unit
-// kernels::matmul_w4a8 at one token (prefill_matmul's schedule, its weight tiles read from the
-// weight channels), its rows written to the logits array; then move_rows copies them to the
-// destination array, one row per cycle, the bias read beside them from the parameter bundle
-// (skipped for the classifier, whose destination is the logits, without a bias).
-void int4_decode_matmul(const Design& d, const Instruction& in, const PortRates& r, Builder& b, Work& w) {
-  prefill_matmul(d, in, r, b, w);
-  if (in.out == Buf::logits && !in.bias) return;
-  const double move = b.simple([&] { return fmt::format("matmul {}x{}: move_rows", in.rows, in.cols); }, "move_rows",
-                               in.rows, 1, "to the destination array, one row per cycle");
-  w.after_stream += move;
-  w.body_cycles += move;
-  if (in.bias) w.param_bytes += std::int64_t(in.rows) * kernels::kWordBytes;  // one FloatWord read per row
 }
 
 // Latencies of Vitis HLS's binary32 cores at the design clocks (200-300 MHz), in cycles:
@@ -339,11 +334,9 @@ Work unit_work(const Design& d, const Instruction& in, const PortRates& r, bool 
     }
     case Op::matmul: {
       w.unit = UnitKind::matrix;
-      if (in.tokens == 1 && in.weight_bits == 4)
-        int4_decode_matmul(d, in, r, b, w);
-      else if (in.tokens == 1)
+      if (in.tokens == 1 && in.weight_bits != 4)
         decode_matmul(d, in, r, b, w);
-      else
+      else  // a prefill block, or int4 weights at any token count (overlay::matmul_block)
         prefill_matmul(d, in, r, b, w);
       w.host_bytes = in.host_bytes;
       break;

@@ -27,11 +27,10 @@
 //                double-buffered when buffers.weight_bytes holds two tiles, each computed
 //                for all tokens (tokens x row folds x column folds x ii + pipeline_depth),
 //                the store stage (tokens x rows) after the last column tile of a row tile.
-//                int4 weights (w4a8) at decode: the same tiled unit kernels::matmul_w4a8 at
-//                one token (the emitted top's overlay::matmul_int4), then move_rows (one
-//                row per cycle) to the destination array unless that is the logits.
+//                int4 weights (w4a8) at decode: the same tiled unit, kernels::matmul_w4a8,
+//                at one token (the emitted top's overlay::matmul_block).
 //                A bias (qkv_bias) is added in store_rows, read beside the row scales from
-//                the parameter bundle (prefill: in the tiled unit's store stage).
+//                the parameter bundle (tiled: in the store stage, one word per output).
 //   head_norm    the q gain, every q head's RMSNorm (lane reduction, scaling pass), then
 //                the k gain and every k head's (Qwen3's q_norm/k_norm).
 //   rope         the cos/sin row, then every q and k head, lanes elements per cycle.
@@ -76,6 +75,15 @@ inline constexpr int kKvBlock = 256;
 // and MAX_QUERIES, the rows of the emitted top's on-chip activation arrays).
 inline constexpr int kMaxBlockTokens = 64;
 inline int block_tokens(const Design& d) { return std::clamp(d.tiling.prefill_block, 1, kMaxBlockTokens); }
+// The emitted top's on-chip activation arrays (x, xb, xb2, q, k, v, att, hb, hb2): block_tokens
+// rows each, cyclically partitioned into activation_partition banks (PE-wide stores from the
+// matrix unit, lane-wide reads), every token's row rounded up to whole partitions so that
+// each token's vector starts in bank 0.
+int activation_partition(const Design& d);
+int activation_row(const Design& d, int width);
+// Words of one bank of such an array `width` elements wide (block RAM or LUTRAM, or UltraRAM
+// when design.buffers.activations_in_uram).
+long long activation_bank_depth(const Design& d, int width);
 // int32 words of one encoded instruction (src/arch/isa.hpp).
 inline constexpr int kInstructionWords = fpgallm_isa::kWords;
 // The emitted m_axi bundles of the weights and the parameters: bursts of burst_bytes in

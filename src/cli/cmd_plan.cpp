@@ -22,17 +22,6 @@
 
 namespace {
 
-// On-chip bytes the emitted top's prompt call adds to the decode top's activation arrays:
-// the block's other arch::block_tokens - 1 rows of x, xb, xb2 (dim), q, att (q_dim), k, v
-// (kv_dim), hb, hb2 (hidden) in fp32 and of the int8 input codes (the widest input).
-// hw::unit_resources counts the decode top only, so plan prints this beside it.
-std::int64_t prompt_block_extra_bytes(const arch::Design& d, const model::Config& c) {
-  const std::int64_t q_dim = std::int64_t(c.n_heads) * c.head_dim(), kv_dim = c.kv_dim();
-  const std::int64_t floats = 3 * std::int64_t(c.dim) + 2 * q_dim + 2 * kv_dim + 2 * std::int64_t(c.hidden_dim);
-  const std::int64_t widest = std::max({std::int64_t(c.dim), q_dim, std::int64_t(c.hidden_dim)});
-  return (arch::block_tokens(d) - 1) * (4 * floats + widest);
-}
-
 struct PlanArgs {
   std::string model, device, objective = "decode-tps", scheme = "int8", quant, output, svg;
   std::string phase = "inference";
@@ -170,12 +159,15 @@ void run(const PlanArgs& a) {
   std::printf("memory: %s\n", p.placement.c_str());
   std::printf("resources by part:\n");
   for (const auto& part : use.parts)
-    std::printf("  %-24s %9.0f LUT %9.0f FF %6.0f DSP  %s\n", part.name.c_str(), part.use.lut, part.use.ff, part.use.dsp,
+    std::printf("  %-24s %9.0f LUT %9.0f FF %6.0f DSP %6.0f BRAM36 %5.0f URAM  %s\n", part.name.c_str(), part.use.lut,
+                part.use.ff, part.use.dsp, part.use.bram36, part.use.uram,
                 part.checked.empty() ? "model only" : ("checked: " + part.checked).c_str());
-  if (const auto extra = prompt_block_extra_bytes(d, req.config); extra > 0)
-    std::printf("  not counted above: the prompt call's tiled MAC array and its %d-token block arrays (%.1f MiB more "
-                "on chip); only csynth and v++ say whether the prompt-capable top fits\n",
-                arch::block_tokens(d), extra / 1048576.0);
+  if (arch::block_tokens(d) > 1)
+    std::printf("  (with the prompt call's blocks of %d tokens: its tiled matrix unit and the activation arrays' rows, in "
+                "%s)\n",
+                arch::block_tokens(d), d.buffers.activations_in_uram ? "UltraRAM" : "block RAM");
+  else
+    std::printf("  (the prompt call runs one token per block: no larger block fits beside the decode datapath)\n");
   if (!slr_lines.empty()) std::printf("placement on the SLRs (connectivity.cfg of fpgallm emit):\n");
   for (const auto& l : slr_lines) std::printf("  %s\n", l.c_str());
   if (!bank_lines.empty()) std::printf("buffers in banks (connectivity.cfg of fpgallm emit):\n");

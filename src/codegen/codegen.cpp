@@ -152,7 +152,7 @@ int append_part(Layout& l, const std::vector<std::uint8_t>& bytes) {
   return beat;
 }
 
-// One int4 matrix as the emitted top's tiled matrix unit reads it (overlay::matmul_int4):
+// One int4 matrix as the emitted top's tiled matrix unit reads it (overlay::matmul_block):
 // its packed bytes as quant::Int4Matrix holds them, then its fp16 scales, low byte first.
 std::pair<int, int> append_int4(Layout& l, const quant::Int4Matrix& m) {
   const int weights = append_part(l, m.packed);
@@ -259,7 +259,7 @@ std::vector<std::int32_t> encode(const arch::Program& p, const quant::QuantModel
       }
       case arch::Op::matmul: {
         const auto [beat, scale] = l.linear.at({in.layer, int(in.linear)});
-        w[f_weight_bits] = in.weight_bits;  // 8: the streaming unit; 4: the tiled unit (overlay::matmul_int4)
+        w[f_weight_bits] = in.weight_bits;  // 8: the streaming unit; 4: the tiled unit (overlay::matmul_block)
         w[f_group] = in.group;
         w[f_weight_beat] = beat;
         w[f_scale_word] = scale;

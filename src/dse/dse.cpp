@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "arch/instances.hpp"
+#include "arch/units.hpp"
 #include "hw/resources.hpp"
 #include "util/error.hpp"
 
@@ -181,6 +182,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
   const int channels = pool.channels.has() ? std::max(1, int(*pool.channels)) : 1;
   const double weight_bytes = w.decode.model_weight_bytes();
   const double onchip = dev.onchip_mb.or_else(0) * 1e6 * k.onchip_usable_fraction.value;
+  const bool has_uram = dev.usable().uram.or_else(0) > 0;
 
   // 2. Bandwidth decides the useful MAC count: weights per cycle delivered x reuse.
   arch::Design probe;
@@ -240,7 +242,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
     d.vector_unit.lanes = lanes;
     d.tiling.tile_rows = tile[0];
     d.tiling.tile_cols = tile[1];
-    d.tiling.prefill_block = 64;
+    d.tiling.prefill_block = arch::kMaxBlockTokens;
     const std::int64_t tile_bytes = std::int64_t(d.tiling.tile_rows) * d.tiling.tile_cols * weight_bits / 8;
     d.buffers.weight_bytes = 2 * tile_bytes;
     d.buffers.activation_bytes = pow2_ceil(act_need);
@@ -255,22 +257,41 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
     d.kv_bits = kv_bits;
     if (!d.problems().empty() || !arch::instance_problems(d).empty()) return;
     ++r.evaluated;
-    arch::Design view = hw::resource_view(d);
-    auto found = resources.find(view);
-    if (found == resources.end()) {
-      try {
-        found = resources.emplace(std::move(view), hw::estimate_resources(d, dev, {&req.config, false})).first;
-      } catch (const fpgallm::InputError& e) {
-        r.why_not.push_back(e.what());
-        unusable = true;
-        return;
+    auto utilization = [&](const arch::Design& x) -> const hw::Utilization* {
+      arch::Design view = hw::resource_view(x);
+      auto found = resources.find(view);
+      if (found == resources.end()) {
+        try {
+          found = resources.emplace(std::move(view), hw::estimate_resources(x, dev, {&req.config, false})).first;
+        } catch (const fpgallm::InputError& e) {
+          r.why_not.push_back(e.what());
+          unusable = true;
+          return nullptr;
+        }
       }
+      return &found->second;
+    };
+    // The prompt call's block: the most tokens (at most arch::kMaxBlockTokens, halving) whose
+    // tiled matrix unit and block arrays still fit beside the decode datapath, the arrays in
+    // block RAM or else, on a card with UltraRAM, in UltraRAM; a design that fits only with
+    // one-token blocks runs its prompt one token per block.
+    const hw::Utilization* fitted = nullptr;
+    for (;;) {
+      d.buffers.activations_in_uram = false;
+      fitted = utilization(d);
+      if (fitted && !fitted->fits && has_uram && d.tiling.prefill_block > 1) {
+        d.buffers.activations_in_uram = true;
+        fitted = utilization(d);
+      }
+      if (!fitted || fitted->fits || d.tiling.prefill_block == 1) break;
+      d.tiling.prefill_block /= 2;
     }
-    const hw::Utilization& use = found->second;
-    if (!use.fits) {
+    if (!fitted) return;
+    const hw::Utilization* chosen = fitted;
+    if (!chosen->fits) {
       ++r.rejected_resources;
       if (r.rejected_resources == 1)
-        for (const auto& o : use.overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
+        for (const auto& o : chosen->overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
       return;
     }
     if (const perf::MemoryFit m = perf::memory_fit(d, dev, w); !m.fits) {
@@ -280,7 +301,25 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
     }
     Candidate c;
     c.design = d;
-    c.prediction = perf::predict(d, dev, w, use, perf::Detail::totals);
+    c.prediction = perf::predict(d, dev, w, *chosen, perf::Detail::totals);
+    // One-token blocks (the prompt as decode steps, no w8a8 tile) when they reach the first
+    // token sooner than the largest block that fits: a tiled unit sized beside a
+    // bandwidth-bound decode datapath can be the slower path.
+    if (d.tiling.prefill_block > 1) {
+      arch::Design one = d;
+      one.tiling.prefill_block = 1;
+      one.buffers.activations_in_uram = false;
+      const hw::Utilization* single = utilization(one);
+      if (single && single->fits) {
+        perf::Prediction p = perf::predict(one, dev, w, *single, perf::Detail::totals);
+        if (p.prefill_s < c.prediction.prefill_s) {
+          c.design = one;
+          c.prediction = std::move(p);
+          chosen = single;
+        }
+      }
+    }
+    const hw::Utilization& use = *chosen;
     c.price_usd = design_price_usd(dev, cards);
     const hw::Resource b = use.binding();
     const auto& bl = use.line(b);
@@ -322,6 +361,11 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
                                  "with their KV channels, on their best tiling (the lanes are a choice of their own; "
                                  "attention takes one KV beat per cycle whatever they are)",
                                  arch::kVectorLanes.front(), arch::kVectorLanes[1], arch::kVectorLanes.back(), best.size()));
+  r.method.push_back(fmt::format("6. prompt blocks: each design takes the most tokens per block of its prompt call "
+                                 "({} at most, halving) for which the tiled matrix unit and the activation arrays' rows "
+                                 "fit beside the decode datapath, the arrays in block RAM, else in UltraRAM{}; or one-token "
+                                 "blocks (the prompt as decode steps) when those reach the first token sooner",
+                                 arch::kMaxBlockTokens, has_uram ? "" : " (none on this card)"));
   std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
   r.pareto = pareto_front(all);
   if (all.size() > kKept) all.resize(kKept);

@@ -86,7 +86,18 @@ std::vector<Unit> units_of(const std::vector<Part>& parts, const arch::Design& d
       continue;
     }
     Unit u{p.name, "whole unit", 1, p.use, 0, 0, "", false};
-    if (p.name == "matrix unit") {
+    if (p.name == "tiled matrix unit") {
+      // Each PE row's weight tile banks and accumulators are its own (wbuf, acc: dim 2
+      // cyclic by PE); only the tile load's word, the activation codes and the store stage's
+      // result are shared.
+      u.slice = "PE rows";
+      u.slices = d.matrix_unit.rows * cu;
+      u.broadcast = double(d.matrix_unit.cols) * 8 + 512 + 32;
+      u.wires_formula = fmt::format("per row none (its tile banks and accumulators are local); shared: the {}-code "
+                                    "activation word, the 512-bit weight word of the tile load and the 32-bit result "
+                                    "of the store stage ({:.0f})",
+                                    d.matrix_unit.cols, u.broadcast);
+    } else if (p.name == "matrix unit") {
       u.slice = "PE rows";
       u.slices = d.matrix_unit.rows * cu;
       u.wires_per_slice = double(d.matrix_unit.cols) * d.matrix_unit.weight_bits + 32;

@@ -194,8 +194,9 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
     }
   assume([] {
     return std::string(
-        "URAM: none; the kernels ask for no URAM (no BIND_STORAGE), and design.buffers (weight tile, on-chip KV) are not "
-        "instantiated by the emitted top: weights stream through FIFOs, the KV cache stays off chip (arch/units.hpp)");
+        "URAM: only the block activation arrays, when buffers.activations_in_uram (the top's BIND_STORAGE impl=uram); "
+        "design.buffers.weight_bytes and kv_bytes are not instantiated by the emitted top: weights stream through "
+        "FIFOs and the tiled unit's tiles (counted from tiling), the KV cache stays off chip (arch/units.hpp)");
   });
 
   // The platform's memory subsystem behind the AXI masters.
@@ -264,10 +265,12 @@ Utilization estimate_resources(const arch::Design& d, const Device& dev, const R
 arch::Design resource_view(const arch::Design& design) {
   arch::Design v = design;
   v.name.clear();
-  // The HLS units do not depend on the tiles, except the int4 path's tiled unit (its tile
-  // buffers, unit_resources.cpp).
-  if (v.matrix_unit.impl == arch::MatrixUnitImpl::hls && v.matrix_unit.weight_bits != 4) {
+  // The HLS units depend on the tiles only through the tiled matrix unit (its tile buffers,
+  // unit_resources.cpp), which a decode-only top without int4 weights does not build; the
+  // block's tokens (the activation arrays' rows) always count.
+  if (v.matrix_unit.impl == arch::MatrixUnitImpl::hls && !builds_tiled_unit(v)) {
     v.tiling = {};
+    v.tiling.prefill_block = design.tiling.prefill_block;
     v.buffers.weight_bytes = 0;
   }
   return v;

@@ -92,10 +92,9 @@ struct ResourceOptions {
 Utilization estimate_resources(const arch::Design& design, const Device& device,
                                const ResourceOptions& options = {});
 
-// `design` without what the resource model does not read: its name, and the tiling and
-// weight buffer of an HLS matrix unit (the emitted top instantiates neither; with 4-bit
-// weights the tiling stays: the int4 path's tile buffers follow it). Designs with
-// equal views have equal counts on a device.
+// `design` without what the resource model does not read: its name, and the tile shape and
+// weight buffer of an HLS matrix unit when the top builds no tiled unit (hw::builds_tiled_unit).
+// Designs with equal views have equal counts on a device.
 arch::Design resource_view(const arch::Design& design);
 
 // The matrix unit as rtl/fpgallm_matrix_unit.v builds it on DSP48E2 fabric (int8

@@ -73,6 +73,9 @@ constexpr long long kLutramMaxDepth = 64;
 // A FIFO of at most kSrlMaxDepth words is shift registers (SRLC32E, one LUT per bit per
 // 32 words; UG574), deeper ones block RAM [assumption: Vitis's FIFO implementation].
 constexpr long long kSrlMaxDepth = 32;
+// Words of at most 72 bits one UltraRAM block holds: URAM288 is 4K x 72 (UG573); a bank of
+// fp32 words takes one block per 4,096 of them (no two words share a row).
+constexpr long long kUramWords = 4096;
 // Fabric adders: one LUT (and its CARRY8 bit) per adder bit (UG574); every adder of a
 // pipelined loop registered once [assumption].
 constexpr double kLutPerAdderBit = 1;
@@ -332,6 +335,11 @@ double bram18_for_bank(int width_bits, long long depth) {
   return best;
 }
 
+bool builds_tiled_unit(const arch::Design& d) {
+  return d.matrix_unit.impl == arch::MatrixUnitImpl::hls && d.kernel_gaps().empty() &&
+         (arch::block_tokens(d) > 1 || d.matrix_unit.weight_bits == 4);
+}
+
 KernelSizes kernel_sizes(const model::Config& c) {
   KernelSizes k;
   k.dim = c.dim;
@@ -368,6 +376,10 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
   const int scale_words = int(ceil_div(pe, kernels::kFloatsPerWord));
   const int max_cols = std::max({k.hidden_dim, k.dim, k.q_dim});
   const int padded_cols = round_up(max_cols, simd);
+  // Rows of the on-chip activation arrays: the prompt call's block for a design the kernels
+  // build; a published design (Design::kernel_gaps) is counted by its decode step's row.
+  const bool emitted = d.kernel_gaps().empty();
+  const int block = emitted ? arch::block_tokens(d) : 1;
   std::vector<Part> units;
 
   // Matrix unit: the streaming matrix-vector unit of the emitted matmul_region (DATAFLOW,
@@ -414,46 +426,6 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
                        pe, scale_words),
            "src/codegen/templates/overlay.hpp:46-56 (store_rows), src/kernels/matrix_unit.hpp:494-496 (requantize_w8a8)");
     }
-    if (d.matrix_unit.weight_bits == 4 && !fp16_macs && d.kernel_gaps().empty()) {
-      // int4 weights (w4a8): the emitted top's overlay::matmul_int4 calls the tiled unit
-      // kernels::matmul_w4a8 (one token) beside the streaming one: its own MAC array, tile
-      // buffers and group dequantization (Vitis builds one instance per called function).
-      // Only for a design fpgallm emits (no kernel gaps): a published design described with
-      // 4-bit weights is estimated as its own matrix unit, not as fpgallm's int4 path.
-      const int tr = d.tiling.tile_rows, tc = d.tiling.tile_cols;
-      const int chunk = std::min(simd, 32), chunks = std::max(1, simd / chunk);
-      const char* src4 = "src/kernels/matrix_unit.hpp matmul_w4a8 / compute_tile_i4 (PIPELINE II=1, pe and k unrolled), "
-                         "src/codegen/templates/overlay.hpp matmul_int4";
-      u.term("int4 tile: int8 x int8 products", products, Resources{0, 0, 1, 0, 0},
-             fmt::format("rows x cols = {} x {} unpacked int4 x int8 products, one DSP each as the streaming unit's "
-                         "[assumption: the 4-bit operand is not packed two to a DSP]",
-                         pe, simd),
-             src4);
-      const double part_bits = row_adder_bits(chunk, 16);
-      u.term("int4 tile: adder tree and group accumulator of one 32-column part", double(pe) * chunks,
-             Resources{kLutPerAdderBit * part_bits, part_bits, 0, 0, 0},
-             fmt::format("rows x parts = {} x {}; per part {:g} adder bits (a tree over {} products and the 32-bit "
-                         "group accumulator); 1 LUT and 1 FF per bit [assumption]",
-                         pe, chunks, part_bits, chunk),
-             src4);
-      Ops dq;
-      dq.sitofp = 1;
-      dq.fmul = 1;
-      dq.fadd = 1;
-      u.fp("int4 tile: group dequantization", double(pe) * chunks, dq,
-           fmt::format("rows x parts = {} x {} x (float(acc), x fp16 scale, + sum)", pe, chunks), src4);
-      Ops st;
-      st.fmul = 1;
-      u.fp("int4 tile: store", 1, st, "one output per cycle (sum x x_scale)", src4);
-      u.memory("int4 tile: weight tile buffers", 2LL * pe * simd, 8, ceil_div(tr, pe) * ceil_div(tc, simd),
-               fmt::format("2 buffers x rows x cols banks (cyclic), tile {} x {}", tr, tc), src4);
-      u.memory("int4 tile: activation tile buffers", 2LL * simd, 8, ceil_div(tc, simd),
-               fmt::format("2 buffers x cols banks, tile_cols = {}", tc), src4);
-      u.memory("int4 tile: group sums and accumulators", pe, 64, ceil_div(tr, pe),
-               fmt::format("rows banks (cyclic) x tile_rows / rows words of fp32 sum + int32 accumulator, tile_rows = {}",
-                           tr),
-               src4);
-    }
     u.term("scale word registers", scale_words, Resources{0, 512, 0, 0, 0},
            fmt::format("scale_words = ceil(rows / 16) = {} FloatWords of 512 bits", scale_words),
            "src/codegen/templates/overlay.hpp:49-51 (sw[], ARRAY_PARTITION complete)");
@@ -467,9 +439,75 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
            fmt::format("group_words = lcm(rows x cols / 64, channels) = lcm({}, {}) = {} words of 512 bits in registers",
                        step_words, channels, group_words),
            "src/kernels/matrix_unit.hpp:434-435 (PackedWord buf[group_words], ARRAY_PARTITION complete)");
-    u.memory("activation codes", simd, 8, ceil_div(padded_cols, simd),
-             fmt::format("cols = {} banks (cyclic), padded_cols = {} codes ({})", simd, padded_cols, k.source),
-             "src/codegen/emit_text.cpp:281,293 (i8 codes[padded_cols], ARRAY_PARTITION cyclic factor=SIMD)");
+    u.memory("activation codes", simd, 8, ceil_div(static_cast<long long>(block) * padded_cols, simd),
+             fmt::format("cols = {} banks (cyclic), {} token(s) x padded_cols = {} codes ({})", simd, block, padded_cols,
+                         k.source),
+             "src/codegen/emit_text.cpp top_source (i8 codes[max_tokens * padded_cols], ARRAY_PARTITION cyclic "
+             "factor=MV::simd)");
+    u.term("activation code scales", block, Resources{0, 32, 0, 0, 0},
+           fmt::format("{} token(s), one fp32 scale each [assumption: registers]", block),
+           "src/codegen/emit_text.cpp top_source (float code_scale[max_tokens])");
+    units.push_back(u.done());
+  }
+
+  // The tiled matrix unit (kernels::matmul_w8a8 / matmul_w4a8 through overlay::matmul_block):
+  // the prompt call's blocks of more than one token, and every int4 matmul. Vitis builds one
+  // instance per called function: a w8a8 tile when blocks hold more than one token, a w4a8
+  // tile when the weights are int4, each with its own MAC array, double-buffered weight and
+  // activation tiles and accumulators of block_tokens x tile_rows.
+  if (builds_tiled_unit(d)) {
+    Unit u("tiled matrix unit", how);
+    const int tr = d.tiling.tile_rows, tc = d.tiling.tile_cols;
+    const double products = double(pe) * simd;
+    const std::string shape = fmt::format("tile {} x {}, {} token(s) per block", tr, tc, block);
+    auto tile = [&](const std::string& kind, const std::string& src, bool int4) {
+      u.term(kind + ": int8 x int8 products", products, Resources{0, 0, 1, 0, 0},
+             fmt::format("rows x cols = {} x {}, one DSP each as the streaming unit's{}", pe, simd,
+                         int4 ? " (unpacked int4 codes) [assumption: the 4-bit operand is not packed two to a DSP]" : ""),
+             src);
+      const int chunk = int4 ? std::min(simd, 32) : simd, chunks = std::max(1, simd / chunk);
+      const double part_bits = row_adder_bits(chunk, 16);
+      u.term(kind + ": adder tree and accumulator of one row part", double(pe) * chunks,
+             Resources{kLutPerAdderBit * part_bits, part_bits, 0, 0, 0},
+             fmt::format("rows x parts = {} x {}; per part {:g} adder bits (a tree over {} products and the 32-bit "
+                         "accumulator); 1 LUT and 1 FF per bit [assumption]",
+                         pe, chunks, part_bits, chunk),
+             src);
+      u.memory(kind + ": weight tile buffers", 2LL * pe * simd, 8, ceil_div(tr, pe) * ceil_div(tc, simd),
+               fmt::format("2 buffers x rows x cols banks (wbuf dims 2, 3 cyclic), {}", shape), src);
+      u.memory(kind + ": activation tile buffers", 2LL * simd, 8, ceil_div(static_cast<long long>(block) * tc, simd),
+               fmt::format("2 buffers x cols banks (xbuf dim 3 cyclic) of {} token(s) x tile_cols", block), src);
+      if (int4) {
+        u.memory(kind + ": group sums and accumulators", pe, 64, ceil_div(static_cast<long long>(block) * tr, pe),
+                 fmt::format("rows banks (dim 2 cyclic) of {} token(s) x tile_rows words: fp32 sum + int32 accumulator",
+                             block),
+                 src);
+        Ops dq;
+        dq.sitofp = 1;
+        dq.fmul = 1;
+        dq.fadd = 1;
+        u.fp(kind + ": group dequantization", double(pe) * chunks, dq,
+             fmt::format("rows x parts = {} x {} x (float(acc), x fp16 scale, + sum)", pe, chunks), src);
+      } else {
+        u.memory(kind + ": accumulators", pe, 32, ceil_div(static_cast<long long>(block) * tr, pe),
+                 fmt::format("rows banks (acc dim 2 cyclic) of {} token(s) x tile_rows int32 words", block), src);
+      }
+      Ops st;  // the store stage, one output per cycle: (float(acc) x s_w) x s_x (int4: sum x s_x), + bias
+      st.fmul = int4 ? 1 : 2;
+      st.sitofp = int4 ? 0 : 1;
+      st.fadd = 1;
+      u.fp(kind + ": store", 1, st, "one output per cycle (store_tile: requantize, + bias)", src);
+    };
+    if (block > 1)
+      tile("w8a8 tile",
+           "src/kernels/matrix_unit.hpp matmul_w8a8 / compute_tile_i8 (PIPELINE II=1, pe and k unrolled), called by "
+           "src/codegen/templates/overlay.hpp matmul_block",
+           false);
+    if (d.matrix_unit.weight_bits == 4)
+      tile("w4a8 tile",
+           "src/kernels/matrix_unit.hpp matmul_w4a8 / compute_tile_i4 (PIPELINE II=1, pe and k unrolled), called by "
+           "src/codegen/templates/overlay.hpp matmul_block",
+           true);
     units.push_back(u.done());
   }
 
@@ -572,26 +610,42 @@ std::vector<Part> unit_resources(const arch::Design& d, const KernelSizes& k, bo
     units.push_back(u.done());
   }
 
-  // On-chip activations: the top's static arrays, each cyclically partitioned.
+  // On-chip activations: the top's static arrays, each cyclically partitioned; the block
+  // arrays hold `block` rows of whole partitions, in UltraRAM when buffers.activations_in_uram.
   {
     Unit u("on-chip activations", how);
-    const int partition = std::max({pe, lanes, 16});
+    const int partition = arch::activation_partition(d);
     const int max_width =
         round_up(std::max({k.vocab, k.hidden_dim, k.dim, k.q_dim, k.kv_dim}), std::max(16, lanes));
     struct Array {
       const char* name;
       int copies;
-      int words;
+      int width;
+      bool block_rows;
     };
-    const Array arrays[] = {{"x, xb, xb2 [dim]", 3, k.dim},        {"q, att [q_dim]", 2, k.q_dim},
-                            {"k, v [kv_dim]", 2, k.kv_dim},        {"hb, hb2 [hidden_dim]", 2, k.hidden_dim},
-                            {"logits [vocab]", 1, k.vocab},        {"param [max_width]", 1, max_width}};
-    for (const auto& a : arrays)
-      u.memory(a.name, static_cast<long long>(a.copies) * partition, 32, ceil_div(a.words, partition),
-               fmt::format("{} array(s) x partition = max(rows, lanes, 16) = {} banks; {} words each ({})", a.copies,
-                           partition, a.words, k.source),
-               "src/codegen/emit_text.cpp:278-292 (static float arrays, ARRAY_PARTITION cyclic factor=CFG::partition; "
-               "PARTITION at :103)");
+    const Array arrays[] = {{"x, xb, xb2 [dim]", 3, k.dim, true},          {"q, att [q_dim]", 2, k.q_dim, true},
+                            {"k, v [kv_dim]", 2, k.kv_dim, true},          {"hb, hb2 [hidden_dim]", 2, k.hidden_dim, true},
+                            {"logits [vocab]", 1, k.vocab, false},         {"param [max_width]", 1, max_width, false}};
+    const char* src = "src/codegen/emit_text.cpp top_source (static float arrays, ARRAY_PARTITION cyclic "
+                      "factor=CFG::partition, BIND_STORAGE impl=uram); arch::activation_partition, activation_row";
+    for (const auto& a : arrays) {
+      const long long banks = static_cast<long long>(a.copies) * partition;
+      const int rows = a.block_rows ? block : 1;
+      const long long depth = a.block_rows && block > 1 ? arch::activation_bank_depth(d, a.width)
+                                                          : ceil_div(a.width, partition);
+      const std::string formula =
+          fmt::format("{} array(s) x partition = max(rows, lanes, 16) = {} banks; {} row(s) of {} words ({})", a.copies,
+                      partition, rows, a.width, k.source);
+      if (a.block_rows && d.buffers.activations_in_uram) {
+        const long long per_bank = ceil_div(depth, kUramWords);
+        u.term(a.name, double(banks), Resources{0, 0, 0, 0, double(per_bank)},
+               fmt::format("{} banks x {} words x 32 bits: {} URAM (4K x 72, UG573) per bank; {}", banks, depth,
+                           per_bank, formula),
+               src);
+      } else {
+        u.memory(a.name, banks, 32, depth, formula, src);
+      }
+    }
     units.push_back(u.done());
   }
 

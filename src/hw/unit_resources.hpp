@@ -11,7 +11,8 @@
 //     site (UG1399 "pragma HLS allocation": four calls of a function are four RTL instances
 //     unless ALLOCATION limits them; the kernels have no ALLOCATION);
 //   - memories from the real array partitions: banks x depth x width, each bank its own
-//     block RAM or LUTRAM (UG573 aspect ratios); no URAM (no BIND_STORAGE asks for it);
+//     block RAM or LUTRAM (UG573 aspect ratios), or UltraRAM where the top's BIND_STORAGE
+//     asks for it (design.buffers.activations_in_uram);
 //   - AXI masters as emitted: one adapter per m_axi bundle of the top's INTERFACE pragmas.
 // Every term carries its formula and the file:line it comes from. Fields the kernels do not
 // build (Design::kernel_gaps: vector_unit.shared and .format fp16, 16-bit matrix operands)
@@ -37,6 +38,11 @@ KernelSizes kernel_sizes(const model::Config& c);
 // Without a model: the top's eleven fp32 activation arrays of equal length sharing
 // design.buffers.activation_bytes, heads of 128 (stated in `source`).
 KernelSizes kernel_sizes(const arch::Design& d);
+
+// Whether the emitted top builds the tiled matrix unit (overlay::matmul_block): for prompt
+// blocks of more than one token, and for int4 weights; only a design the kernels build
+// (no Design::kernel_gaps) on the HLS matrix unit.
+bool builds_tiled_unit(const arch::Design& d);
 
 // One fp32 operator core at Vitis HLS's default binding.
 struct FpCore {

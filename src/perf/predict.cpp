@@ -751,14 +751,23 @@ Prediction predict_fpga(const arch::Design& d, const hw::Device& dev, const Work
   if (hardware == Hardware::fpgallm_kernels && costed_prefill) {
     const int prompt = int(w.prefill.tokens()), block = arch::block_tokens(d);
     const int blocks = (prompt + block - 1) / block;
-    p.prefill_path = fmt::format("the emitted top's prompt call: {} block{} of up to {} tokens on the tiled matrix unit",
-                                 blocks, blocks == 1 ? "" : "s", block);
-    p.notes.push_back(fmt::format(
-        "prefill_s is the emitted top's prompt call (one kernel call, fpgallm emit): prefill blocks of {} tokens "
-        "(tiling.prefill_block, at most {}), each the whole instruction list with its matmuls on the tiled matrix unit "
-        "(kernels::matmul_w8a8 reading the decode weights where they lie); the C-simulation backend and the simulator "
-        "run the same blocks",
-        block, arch::kMaxBlockTokens));
+    if (block > 1) {
+      p.prefill_path = fmt::format("the emitted top's prompt call: {} block{} of up to {} tokens on the tiled matrix unit",
+                                   blocks, blocks == 1 ? "" : "s", block);
+      p.notes.push_back(fmt::format(
+          "prefill_s is the emitted top's prompt call (one kernel call, fpgallm emit): prefill blocks of {} tokens "
+          "(tiling.prefill_block, at most {}), each the whole instruction list with its matmuls on the tiled matrix "
+          "unit (kernels::matmul_w8a8 reading the decode weights where they lie); the C-simulation backend and the "
+          "simulator run the same blocks",
+          block, arch::kMaxBlockTokens));
+    } else {
+      p.prefill_path = fmt::format("the emitted top's prompt call: {} one-token block{} on the decode datapath", blocks,
+                                   blocks == 1 ? "" : "s");
+      p.notes.push_back(
+          "prefill_s is the emitted top's prompt call (one kernel call, fpgallm emit) with one-token blocks "
+          "(tiling.prefill_block 1): each token runs the decode step's instruction list, its matmuls streamed as in "
+          "decode; the C-simulation backend and the simulator run the same steps");
+    }
   }
   if (p.cards > 1) {
     p.link_bytes_per_token = bytes_sent_per_card(p.decode_transfers, p.cards);

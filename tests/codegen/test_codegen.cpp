@@ -281,9 +281,9 @@ TEST(Codegen, Stories260kW4a8TestbenchBitExactMixedAndCanFail) {
     EXPECT_EQ(ok.status, 0) << ok.out;
     EXPECT_NE(ok.out.find("one layer (block 0): 64 values bit-exact"), std::string::npos) << ok.out;
     EXPECT_NE(ok.out.find("decode step 2 logits: 512 values bit-exact"), std::string::npos) << ok.out;
-    // The top dispatches on the instruction's weight bits.
+    // The top dispatches on the instruction's weight bits: int4 to the tiled unit.
     const std::string top = read_bytes(dir + "/src/fpgallm_overlay.cpp");
-    EXPECT_NE(top.find("overlay::matmul_int4<CFG>"), std::string::npos);
+    EXPECT_NE(top.find("CFG::int4_weights && w[overlay::f_weight_bits] == 4"), std::string::npos);
     EXPECT_NE(read_bytes(dir + "/src/fpgallm_config.hpp").find("matrix_unit;"), std::string::npos);
     // The first matrix (layer 0's wq: 64 x 64, 32 packed bytes a row) starts at beat 0 of
     // channel 0: one of its weight bytes changed, the testbench must fail.

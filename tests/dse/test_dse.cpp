@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "arch/units.hpp"
 #include "dse/dse.hpp"
 #include "hw/resources.hpp"
 #include "model/model.hpp"
@@ -111,6 +112,54 @@ TEST(Dse, BandwidthBoundAtBatchOneMoreMacsDoNotHelp) {
   const auto& best = r.best().prediction;
   const double bound = best.weight_bytes / best.peak_bytes_per_s;
   EXPECT_GE(best.decode_step_s, bound);
+}
+
+// The prompt call's block is part of the plan: the largest block (halving from 64, its arrays
+// in block RAM, else UltraRAM) whose tiled matrix unit fits the card and its SLRs beside the
+// decode datapath, or one-token blocks when those reach the first token sooner. Every design
+// kept fits with its prompt parts counted; twice its block does not fit, and a larger block
+// that fits is never faster to the first token.
+TEST(Dse, PromptBlockIsTheLargestThatFitsUnlessOneTokenBlocksAreFaster) {
+  for (const auto& [model, device] : std::vector<std::pair<const char*, const char*>>{
+           {"llama2-7b", "u280"}, {"stories15m", "u280"}, {"stories110m", "u55c"}}) {
+    SCOPED_TRACE(std::string(model) + " on " + device);
+    const dse::Request req = request(*model::find_preset(model), "int8", 512);
+    const hw::Device& dev = hw::find_device(device);
+    const perf::Workloads w = perf::lower(req.config, req.precision, req.scenario);
+    const auto r = dse::explore_device(dev, req, dse::Objective::decode_tps, w);
+    ASSERT_TRUE(r.fits());
+    const arch::Design& d = r.best().design;
+    const int block = arch::block_tokens(d);
+    const hw::Utilization use = hw::estimate_resources(d, dev, {&req.config});
+    EXPECT_TRUE(use.fits);
+    EXPECT_TRUE(use.slr_problems.empty());
+    auto fits = [&](int b) {
+      for (bool uram : {false, true}) {
+        arch::Design x = d;
+        x.tiling.prefill_block = b;
+        x.buffers.activations_in_uram = uram;
+        if (hw::estimate_resources(x, dev, {&req.config}).fits) return true;
+      }
+      return false;
+    };
+    if (block > 1) {
+      EXPECT_FALSE(block < arch::kMaxBlockTokens && fits(2 * block));
+    }
+    // One-token blocks, and every larger block that fits, reach the first token no sooner
+    // (the blocks between them are not tried).
+    for (int b = 1; b <= arch::kMaxBlockTokens; b *= 2) {
+      if (b == block || (b > 1 && b < block)) continue;
+      for (bool uram : {false, true}) {
+        if (b == 1 && uram) continue;
+        arch::Design x = d;
+        x.tiling.prefill_block = b;
+        x.buffers.activations_in_uram = uram;
+        const hw::Utilization u = hw::estimate_resources(x, dev, {&req.config});
+        if (!u.fits) continue;
+        EXPECT_GE(perf::predict(x, dev, w, u, perf::Detail::totals).prefill_s, r.best().prediction.prefill_s) << b;
+      }
+    }
+  }
 }
 
 TEST(Dse, ObjectiveNamesAndScores) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -407,6 +408,114 @@ TEST(UnitResources, PortsAndArraysAsTheEmittedTopDeclaresThem) {
     const std::regex fifo("kernels::Fifo<");
     EXPECT_EQ(std::distance(std::sregex_iterator(top.begin(), top.end(), fifo), std::sregex_iterator()), 3);  // channel[], steps, acc
   }
+}
+
+// The on-chip activation arrays against the emitted top itself: every `static float` array it
+// declares, sized from the emitted config's constants, banked by its ARRAY_PARTITION factor,
+// in UltraRAM where a BIND_STORAGE asks for it (one 4K x 72 block per 4,096 words of a bank,
+// UG573), in block RAM otherwise. Their block RAM and UltraRAM are the "on-chip activations"
+// part's, for a decode-only top, stories260K tops with 64-token prompt blocks, and
+// llama2-7b-sized tops, in block RAM and in UltraRAM.
+TEST(UnitResources, ActivationArraysAsTheEmittedTopDeclaresThem) {
+  struct Case {
+    model::Config model;
+    int pe, simd, lanes, block;
+    bool uram;
+  };
+  const model::Config llama = model::find_preset("llama2-7b").value();
+  for (const Case& c : {Case{small_model(), 8, 8, 8, 1, false}, Case{small_model(), 16, 16, 16, 64, false},
+                        Case{small_model(), 16, 16, 16, 64, true}, Case{llama, 32, 64, 16, 64, true},
+                        Case{llama, 32, 64, 16, 16, true}, Case{llama, 16, 64, 32, 8, false}}) {
+    arch::Design d = config_a();
+    d.memory.port_bits = 512;
+    d.matrix_unit.rows = c.pe;
+    d.matrix_unit.cols = c.simd;
+    d.vector_unit.lanes = c.lanes;
+    d.tiling.prefill_block = c.block;
+    d.buffers.activations_in_uram = c.uram;
+    ASSERT_TRUE(d.kernel_gaps().empty());
+    SCOPED_TRACE(c.model.name + ", block " + std::to_string(c.block));
+    codegen::ProjectInfo p;
+    p.config = p.golden = c.model;
+    p.design = d;
+    p.weight_channels = d.memory.weight_channels;
+    p.block_tokens = arch::block_tokens(d);
+    std::map<std::string, long long> constant;
+    const std::string h = codegen::config_header(p);
+    const std::regex def(R"(static constexpr int (\w+) = (\d+);)");
+    for (auto it = std::sregex_iterator(h.begin(), h.end(), def); it != std::sregex_iterator(); ++it)
+      constant[(*it)[1].str()] = std::stoll((*it)[2].str());
+    const std::string top = codegen::top_source(p);
+    const std::regex decl(R"(static float ([^;]+);)"), array(R"((\w+)\[CFG::(\w+)(?: \* CFG::(\w+))?\])");
+    double bram36 = 0, uram = 0;
+    int arrays = 0, in_uram = 0;
+    for (auto it = std::sregex_iterator(top.begin(), top.end(), decl); it != std::sregex_iterator(); ++it) {
+      const std::string list = (*it)[1].str();
+      for (auto a = std::sregex_iterator(list.begin(), list.end(), array); a != std::sregex_iterator(); ++a) {
+        const std::string name = (*a)[1].str();
+        const long long words = constant.at((*a)[2].str()) * ((*a)[3].matched ? constant.at((*a)[3].str()) : 1);
+        ASSERT_NE(top.find("ARRAY_PARTITION variable=" + name + " cyclic factor=CFG::partition"), std::string::npos)
+            << name;
+        const long long banks = constant.at("partition"), depth = (words + banks - 1) / banks;
+        ++arrays;
+        if (top.find("BIND_STORAGE variable=" + name + " type=ram_2p impl=uram") != std::string::npos) {
+          ++in_uram;
+          uram += double(banks) * double((depth + 4095) / 4096);
+        } else if (depth > 64) {
+          bram36 += double(banks) * hw::bram18_for_bank(32, depth) / 2;
+        }
+      }
+    }
+    EXPECT_EQ(arrays, 11);  // x xb xb2 q k v att hb hb2 logits param
+    const hw::Part& acts = unit(hw::unit_resources(d, hw::kernel_sizes(c.model)), "on-chip activations");
+    EXPECT_DOUBLE_EQ(acts.use.bram36, bram36);
+    EXPECT_DOUBLE_EQ(acts.use.uram, uram);
+    EXPECT_EQ(in_uram, c.uram ? 9 : 0);  // the block arrays; logits and param stay in block RAM
+    if (c.uram) {
+      EXPECT_GT(uram, 0);
+    }
+  }
+}
+
+// The prompt call's tiled matrix unit: a w8a8 tile when blocks hold more than one token, a
+// w4a8 tile for int4 weights (one call site, overlay::matmul_block, for decode and prompt),
+// none in a decode-only int8 top; its accumulators hold the block's tokens
+// (kernels::matmul_w8a8: acc[max_tokens][tile_rows], dim 2 cyclic by PE).
+TEST(UnitResources, TiledMatrixUnitIsThePromptCallsAndTheInt4Path) {
+  arch::Design d = config_b();
+  d.memory.port_bits = 512;
+  d.tiling.tile_rows = 64;
+  d.tiling.tile_cols = 64;
+  auto tiled = [&](int block, int weight_bits) -> std::vector<hw::Part> {
+    arch::Design x = d;
+    x.tiling.prefill_block = block;
+    x.matrix_unit.weight_bits = weight_bits;
+    return units_of(x);
+  };
+  auto has = [](const std::vector<hw::Part>& u, const std::string& name) {
+    return std::any_of(u.begin(), u.end(), [&](const hw::Part& p) { return p.name == name; });
+  };
+  EXPECT_FALSE(has(tiled(1, 8), "tiled matrix unit"));
+  const auto b64 = tiled(64, 8);
+  const hw::Part& t = unit(b64, "tiled matrix unit");
+  EXPECT_EQ(term(t, "w8a8 tile: int8 x int8 products").count, 16 * 16);
+  // The products, and the store stage's two fmul (3 DSP48E2 each, PG060) and bias fadd (2).
+  EXPECT_EQ(t.use.dsp, 16 * 16 + 2 * 3 + 2);
+  // acc: 16 banks (PE) of 64 tokens x 64 rows / 16 = 256 words of 32 bits: one BRAM18 each.
+  EXPECT_EQ(term(t, "w8a8 tile: accumulators").count, 16);
+  EXPECT_DOUBLE_EQ(term(t, "w8a8 tile: accumulators").each.bram36, 0.5);
+  // xbuf: 2 x 16 banks (SIMD) of 64 tokens x 64 columns / 16 = 256 words of 8 bits.
+  EXPECT_EQ(term(t, "w8a8 tile: activation tile buffers").count, 32);
+  EXPECT_DOUBLE_EQ(term(t, "w8a8 tile: activation tile buffers").each.bram36, 0.5);
+  EXPECT_THROW(term(t, "w4a8 tile: int8 x int8 products"), std::runtime_error);
+  const auto int4_decode = tiled(1, 4);
+  EXPECT_THROW(term(unit(int4_decode, "tiled matrix unit"), "w8a8 tile: int8 x int8 products"), std::runtime_error);
+  EXPECT_EQ(term(unit(int4_decode, "tiled matrix unit"), "w4a8 tile: int8 x int8 products").count, 16 * 16);
+  const auto int4_prompt = tiled(64, 4);
+  EXPECT_EQ(term(unit(int4_prompt, "tiled matrix unit"), "w8a8 tile: int8 x int8 products").count, 16 * 16);
+  EXPECT_EQ(term(unit(int4_prompt, "tiled matrix unit"), "w4a8 tile: int8 x int8 products").count, 16 * 16);
+  // The streaming unit is the same in all of them.
+  EXPECT_EQ(unit(b64, "matrix unit").use.dsp, unit(tiled(1, 8), "matrix unit").use.dsp);
 }
 
 TEST(Resources, OversizedMatrixUnitDoesNotFit) {

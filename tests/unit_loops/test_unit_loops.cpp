@@ -165,7 +165,7 @@ std::vector<Case> cases() {
   for (int design : {0, 1}) {
     v.push_back({design, 8, llama(), arch::Stage::decode, 70, 1, true});
     v.push_back({design, 8, llama(), arch::Stage::prefill, 61, 5, true});
-    for (const model::Config& c : {llama(), qwen2()}) {  // qwen2: the bias added by move_rows
+    for (const model::Config& c : {llama(), qwen2()}) {  // qwen2: the bias added in the store stage
       v.push_back({design, 8, c, arch::Stage::decode, 70, 1, false, 4});
       v.push_back({design, 8, c, arch::Stage::prefill, 61, 5, false, 4});
     }
@@ -269,26 +269,8 @@ struct Machine {
                              b(Buf::hb2, 0), b(Buf::logits, 0));
   }
 
-  // Decode of int4 weights: the emitted top's overlay::matmul_int4 (the tiled unit at one
-  // token reading packed weights and fp16 scales from the channels, then move_rows).
-  void matmul_int4(const arch::Instruction& in) {
-    const int row_bytes = (in.cols + 31) / 32 * 16, groups = (in.cols + in.group - 1) / in.group;
-    const long part_words = (long(in.rows) * std::max(row_bytes, 2 * groups) + 63) / 64;
-    const long beats = 2 * ((part_words + MV::channels - 1) / MV::channels);
-    std::vector<std::vector<kernels::PackedWord>> memory(MV::channels, std::vector<kernels::PackedWord>(std::size_t(beats)));
-    const kernels::PackedWord* port[MV::channels];
-    for (int ch = 0; ch < MV::channels; ++ch) {
-      for (auto& word : memory[std::size_t(ch)])
-        for (auto& lane : word.lane) lane = static_cast<kernels::i8>(rng() % 60);  // small fp16 scales, any codes
-      port[ch] = memory[std::size_t(ch)].data();
-    }
-    using arch::Buf;
-    overlay::matmul_int4<CFG>(port, 0, int(beats / 2), in.group, params.data(), in.bias ? 0 : -1, in.rows, in.cols,
-                              codes.data(), code_scales[0], int(in.out), b(Buf::q, 0), b(Buf::k, 0), b(Buf::v, 0),
-                              b(Buf::xb2, 0), b(Buf::hb, 0), b(Buf::hb2, 0), b(Buf::logits, 0));
-  }
-
-  // Prefill: the tiled matrix unit, one call per row tile, as the backend calls it.
+  // Prefill, and int4 weights at any token count: the tiled matrix unit, one call per row
+  // tile, as the backend calls it.
   void matmul_tiled(const arch::Instruction& in) {
     if (in.weight_bits == 4) {
       const int row_bytes = (in.cols + 31) / 32 * 16, groups = (in.cols + in.group - 1) / in.group;
@@ -348,9 +330,7 @@ struct Machine {
         }
         return;
       case Op::matmul:
-        if (n == 1 && in.weight_bits == 4)
-          matmul_int4(in);
-        else if (n == 1)
+        if (n == 1 && in.weight_bits != 4)
           matmul_region(in);
         else
           matmul_tiled(in);

@@ -236,56 +236,13 @@ void matmul_block(const kernels::PackedWord* const port[], const kernels::FloatW
     const StripedWeights<MV, std::uint16_t> scales = {port, w[f_scale_word], 0};
     kernels::matmul_w4a8<typename CFG::matrix_unit>(packed, scales, w[f_group], codes, code_scales, out, tokens, rows,
                                                     cols, row, bias, MV::padded_cols);
-  } else {
+  } else if (CFG::max_tokens > 1) {  // int8 weights come here in blocks only: constant false in a decode-only top
     const StreamedMatrix<MV> weights = {port, w[f_weight_beat], cols, 0};
     const FoldedRows<MV> scales = {row_scales, w[f_scale_word]};
     kernels::matmul_w8a8<typename CFG::matrix_unit>(weights, scales, codes, code_scales, out,
                                                     static_cast<kernels::i32*>(0), tokens, rows, cols, row, bias,
                                                     MV::padded_cols);
   }
-}
-
-// The rows of an int4 matmul from `y` (the classifier's array) to the destination array the
-// instruction names, plus the bias when bias_word >= 0 (read from `params`, laid out per row
-// fold of PE as store_rows reads it), one row per cycle.
-template <class CFG>
-void move_rows(const float y[CFG::vocab_size], const kernels::FloatWord* params, int bias_word, int rows, int dest,
-               float q[CFG::q_dim], float k[CFG::kv_dim], float v[CFG::kv_dim], float xb2[CFG::dim],
-               float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim], float logits[CFG::vocab_size]) {
-  using MV = typename CFG::matrix_vector;
-  for (int r = 0; r < MV::max_rows; ++r) {
-#pragma HLS PIPELINE II=1
-    if (r >= rows) break; else FPGALLM_TRIP("move_rows");
-    float out = y[r];
-    if (bias_word >= 0) {
-      const int in_fold = r % MV::pe;
-      const kernels::FloatWord bw = params[bias_word + (r / MV::pe) * MV::scale_words + in_fold / kernels::kFloatsPerWord];
-      out = kernels::add_bias(out, bw.value[in_fold % kernels::kFloatsPerWord]);
-    }
-    write_row<CFG>(dest, r, out, q, k, v, xb2, hb, hb2, logits);
-  }
-}
-
-// One int4 (w4a8) matmul instruction at one token: kernels::matmul_w4a8, the tiled matrix
-// unit (CFG::matrix_unit) the accelerator backend runs int4 weights on, reading the packed
-// weights (part at weight_beat) and fp16 group scales (part at scale_beat) from the weight
-// channels. It writes `logits`, which holds nothing until the classifier writes it; for any
-// other destination, or a bias, move_rows then copies the rows. The same bits as the
-// backend: rows are independent, and the bias is the same fp32 add after the same product.
-template <class CFG>
-void matmul_int4(const kernels::PackedWord* const port[], int weight_beat, int scale_beat, int group,
-                 const kernels::FloatWord* params, int bias_word, int rows, int cols, const kernels::i8* codes,
-                 float code_scale, int dest, float q[CFG::q_dim], float k[CFG::kv_dim], float v[CFG::kv_dim],
-                 float xb2[CFG::dim], float hb[CFG::hidden_dim], float hb2[CFG::hidden_dim],
-                 float logits[CFG::vocab_size]) {
-  typedef typename CFG::matrix_vector MV;
-  static_assert(CFG::vocab_size >= MV::max_rows, "the logits array holds the rows of every matrix");
-  const StripedWeights<MV, kernels::u8> packed = {port, weight_beat, 0};
-  const StripedWeights<MV, std::uint16_t> scales = {port, scale_beat, 0};
-  const float x_scale[1] = {code_scale};
-  kernels::matmul_w4a8<typename CFG::matrix_unit>(packed, scales, group, codes, x_scale, logits, 1, rows, cols, rows);
-  if (dest != buf_logits || bias_word >= 0)
-    move_rows<CFG>(logits, params, bias_word, rows, dest, q, k, v, xb2, hb, hb2, logits);
 }
 
 // int8 codes of the array `in` names (xb, att, hb or x; static scale when `fixed`, else

@@ -229,7 +229,7 @@ TEST(Deploy, W4a8WithinTheBudgetIsChosenAndEmittedBitExact) {
   EXPECT_EQ(summary["design"]["matrix_unit"]["weight_bits"], 4);
   EXPECT_EQ(summary["emit"]["dir"], "hls");
   const std::string hls = dir + "/out/hls";
-  EXPECT_NE(read_bytes(hls + "/src/fpgallm_overlay.cpp").find("overlay::matmul_int4<CFG>"), std::string::npos);
+  EXPECT_NE(read_bytes(hls + "/src/fpgallm_overlay.cpp").find("overlay::matmul_block<CFG>"), std::string::npos);
   const std::string log = dir + "/csim.log";
   const int status = std::system(("make -s -C " + hls + " csim CXXFLAGS='-std=c++14 -O1' >" + log + " 2>&1").c_str());
   const std::string out = read_bytes(log);

@@ -126,7 +126,7 @@ std::vector<Case> cases() {
       for (const char* dev : {"u280", "u55c", "u50", "u200"}) v.push_back({p.config.name, dev});
   for (const char* qwen : {"qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b", "qwen3-8b"})
     for (const char* dev : {"u280", "u55c"}) v.push_back({qwen, dev});
-  // int4 weights: decode on the tiled unit (the emitted top's overlay::matmul_int4).
+  // int4 weights: decode on the tiled unit (the emitted top's overlay::matmul_block).
   for (const char* preset : {"stories15m", "llama2-7b", "qwen2.5-0.5b"}) v.push_back({preset, "u280", "w4a8"});
   return v;
 }
