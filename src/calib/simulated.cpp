@@ -42,7 +42,7 @@ void SimulatedTransformer::linear(const engine::LinearCall& call) {
     // Float weights with int8 activations: fake-quantized input.
     for (int c = 0; c < call.cols; ++c) x_round_[c] = static_cast<float>(qx_[c]) * s_x;
   } else if (lp.act == ActFormat::f16) {
-    for (int c = 0; c < call.cols; ++c) x_round_[c] = model::gguf::fp16_to_float(model::gguf::float_to_fp16(call.x[c]));
+    model::gguf::round_to_fp16(call.x, x_round_.data(), static_cast<std::size_t>(call.cols));
   } else {
     std::copy(call.x, call.x + call.cols, x_round_.begin());
   }
@@ -79,7 +79,7 @@ void SimulatedTransformer::linear_rows(const engine::LinearRows& call) {
       const float* x = call.x + static_cast<std::size_t>(r) * call.ldx;
       float* out = x_round_.data() + static_cast<std::size_t>(r) * cols;
       if (lp.act == ActFormat::f16)
-        for (int c = 0; c < cols; ++c) out[c] = model::gguf::fp16_to_float(model::gguf::float_to_fp16(x[c]));
+        model::gguf::round_to_fp16(x, out, static_cast<std::size_t>(cols));
       else
         std::copy(x, x + cols, out);
     }
