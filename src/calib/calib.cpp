@@ -419,17 +419,18 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
   // loss is over budget (assumes loss grows with the prefix, as it does on average).
   std::size_t k = 0;
   while (k < moves.size() && predicted[k] <= budget) ++k;
+  // The empty prefix (every layer fp16) is verified last, only when no longer one passes.
   std::optional<std::size_t> ok;
   if (verify(prefix(k))) {
     ok = k;
-  } else if (verify(prefix(0))) {
-    ok = 0;
-    std::size_t lo = 0, hi = k;  // lo passes, hi fails
+  } else if (k > 0) {
+    std::size_t lo = 0, hi = k;  // lo taken to pass, hi fails
     while (hi > lo + 1) {
       const std::size_t mid = (lo + hi) / 2;
       if (verify(prefix(mid))) lo = mid, ok = mid;
       else hi = mid;
     }
+    if (!ok && verify(prefix(0))) ok = 0;
   }
   std::vector<bool> best;
   if (ok) {
