@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -395,19 +397,28 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
         block = std::min(block, first_block_of(c, a.layers[i].layer));
     return block;
   };
+  // Each layer quantized by `method` and dequantized once per precision, for every plan.
+  std::map<std::pair<std::size_t, WeightFormat>, std::shared_ptr<const std::vector<float>>> dequantized;
+  const std::vector<quant::QuantLinear> unread(start.layers.size());  // weight-only layers read `dequantized`
   auto verify = [&](const std::vector<bool>& applied) {
     const quant::Plan p = plan_of(applied);
-    const auto linears = quantize_layers(m, p, method);
+    DequantizedWeights weights(p.layers.size());
+    for (std::size_t i = 0; i < p.layers.size(); ++i) {
+      const auto& lp = p.layers[i];
+      if (lp.weight == WeightFormat::f32) continue;
+      auto& w = dequantized[{i, lp.weight}];
+      if (!w) w = std::make_shared<const std::vector<float>>(method.quantize(m, lp.layer, lp.which, {lp.weight, p.group}).dequantized());
+      weights[i] = w;
+    }
     const Ran* from = nullptr;
     int first = 0;
     for (const auto* ran : {&last_passed, &last_failed})
       if (*ran)
         if (const int b = std::min(first_difference(p, (*ran)->plan), c.n_layers); b > first) first = b, from = &**ran;
-    SimulatedTransformer t(m, p, linears, FloatProducts::gemm);
+    SimulatedTransformer t(m, p, unread, FloatProducts::gemm, std::move(weights));
     Ran now{p, {}};
     const double ppl =
         engine::perplexity_from(t, held_out, first, from ? &from->inputs : nullptr, &now.inputs).perplexity;
-    for (int l = 0; l < first; ++l) now.inputs.layer[static_cast<std::size_t>(l)] = from->inputs.layer[static_cast<std::size_t>(l)];
     ++r.verifications;
     if (progress) progress("verify", static_cast<std::size_t>(r.verifications), 0);
     verified.push_back({applied, ppl, (ppl - r.fp32_perplexity) / r.fp32_perplexity, quant::linear_weight_bytes(m.config, p)});

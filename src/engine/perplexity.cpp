@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -101,31 +102,48 @@ Perplexity perplexity_from(Transformer& t, const std::vector<std::vector<int>>& 
   const auto& c = t.config();
   if (first_layer < 0 || first_layer > c.n_layers) throw std::invalid_argument("perplexity_from: no such block");
   const auto dim = static_cast<std::size_t>(c.dim);
-  if (first_layer > 0 && (!from || from->layer.size() != static_cast<std::size_t>(c.n_layers) + 1 ||
-                          from->layer[static_cast<std::size_t>(first_layer)].empty()))
-    throw std::invalid_argument("perplexity_from: the residual stream entering block " + std::to_string(first_layer) +
-                                " was not recorded");
-  if (record) record->layer.assign(static_cast<std::size_t>(c.n_layers) + 1, {});
-  std::size_t at = 0;  // rows of the batched blocks run so far
-  return perplexity_of(
+  const auto blocks = static_cast<std::size_t>(c.n_layers) + 1;
+  std::size_t rows = 0;
+  for (const auto& s : sequences) rows += s.size() > 1 ? s.size() - 1 : 0;
+  const std::vector<float>* start = nullptr;
+  if (first_layer > 0) {
+    if (!from || from->layer.size() != blocks || !from->layer[static_cast<std::size_t>(first_layer)])
+      throw std::invalid_argument("perplexity_from: the residual stream entering block " + std::to_string(first_layer) +
+                                  " was not recorded");
+    start = from->layer[static_cast<std::size_t>(first_layer)].get();
+    if (start->size() != rows * dim)
+      throw std::invalid_argument("perplexity_from: the recorded residual stream is of other sequences");
+  }
+  std::vector<std::vector<float>> kept;
+  if (record) {
+    kept.resize(blocks);
+    for (std::size_t l = static_cast<std::size_t>(first_layer); l < blocks; ++l) kept[l].reserve(rows * dim);
+  }
+  std::size_t at = 0;  // rows run so far
+  const Perplexity p = perplexity_of(
       t, sequences, true,
       [&](const std::vector<int>& seq, std::size_t i, int pos, std::size_t n) {
-        const float* x = first_layer > 0 ? from->layer[static_cast<std::size_t>(first_layer)].data() + at * dim : nullptr;
-        if (first_layer > 0 && (at + n) * dim > from->layer[static_cast<std::size_t>(first_layer)].size())
-          throw std::invalid_argument("perplexity_from: the recorded residual stream is of other sequences");
         Transformer::BlockInputFn keep;
         if (record)
-          keep = [&](int layer, const float* rows) {
-            auto& v = record->layer[static_cast<std::size_t>(layer)];
-            v.insert(v.end(), rows, rows + n * dim);
+          keep = [&](int layer, const float* x) {
+            auto& v = kept[static_cast<std::size_t>(layer)];
+            v.insert(v.end(), x, x + n * dim);
           };
-        const float* logits = t.forward_block_from(first_layer, x, {seq.data() + i, n}, pos, keep);
+        const float* logits =
+            t.forward_block_from(first_layer, start ? start->data() + at * dim : nullptr, {seq.data() + i, n}, pos, keep);
         at += n;
         return logits;
       },
       progress);
+  if (record) {
+    record->layer.assign(blocks, nullptr);
+    for (std::size_t l = 0; l < blocks; ++l)
+      record->layer[l] = static_cast<int>(l) < first_layer
+                             ? (from ? from->layer[l] : nullptr)
+                             : std::make_shared<const std::vector<float>>(std::move(kept[l]));
+  }
+  return p;
 }
-
 
 std::string read_text_file(const std::string& path) {
   std::string s = fpgallm::read_regular_file(path);

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,10 @@ Perplexity perplexity(Transformer& t, const std::vector<std::vector<int>>& seque
                       const std::function<void(std::size_t done, std::size_t total)>& progress = {});
 
 // The residual stream entering each block (index n_layers: entering the final norm) at
-// every position of a perplexity_from() pass, in its order.
+// every position of a perplexity_from() pass, in its order. Shared: a pass resumed from
+// another's holds the other's earlier blocks without copying them.
 struct BlockInputs {
-  std::vector<std::vector<float>> layer;  // [n_layers + 1][positions * dim]; empty: not kept
+  std::vector<std::shared_ptr<const std::vector<float>>> layer;  // [n_layers + 1][positions * dim]
 };
 // perplexity() of `t` (batched), each block of positions started at block first_layer from
 // the stream `from` holds there (0: from the embeddings, `from` unused). Where `from` was
@@ -45,7 +47,8 @@ struct BlockInputs {
 // do, the result equals perplexity(t)'s bit for bit (a block of one position runs
 // forward_block_from, whose one row has forward()'s bits): the mixed search measures a plan
 // that differs from another only from block first_layer on without running the blocks before.
-// `record`, given, receives the stream entering each block from first_layer on.
+// `record`, given, receives the stream entering each block: from `from` before first_layer
+// (null without it), from this pass after.
 Perplexity perplexity_from(Transformer& t, const std::vector<std::vector<int>>& sequences, int first_layer,
                            const BlockInputs* from, BlockInputs* record,
                            const std::function<void(std::size_t done, std::size_t total)>& progress = {});

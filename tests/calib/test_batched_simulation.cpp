@@ -191,9 +191,12 @@ TEST(BatchedSimulation, PassFromABlockEqualsTheWholePass) {
     // What the resumed pass records from its block on is the whole pass's stream.
     engine::BlockInputs whole_b;
     engine::perplexity_from(tb, seqs, 0, nullptr, &whole_b);
-    EXPECT_TRUE(at_b.layer[2].empty());
-    for (int l = 3; l <= m.config.n_layers; ++l) EXPECT_EQ(at_b.layer[l], whole_b.layer[l]) << l;
-    EXPECT_EQ(at_a.layer[3].size(), whole_a.tokens * static_cast<std::size_t>(m.config.dim));
+    for (int l = 0; l <= m.config.n_layers; ++l) {
+      ASSERT_TRUE(at_b.layer[l] && whole_b.layer[l]) << l;
+      EXPECT_EQ(*at_b.layer[l], *whole_b.layer[l]) << l;
+    }
+    EXPECT_EQ(at_b.layer[2], at_a.layer[2]);  // shared, not copied
+    EXPECT_EQ(at_a.layer[3]->size(), whole_a.tokens * static_cast<std::size_t>(m.config.dim));
   }
 }
 
