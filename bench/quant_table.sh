@@ -39,7 +39,7 @@ run_q w4a16-g128 --scheme w4a16 --group 128
 run_q w4a8-g32 --scheme w4a8 --group 32
 run_q w8a8-kv8 --scheme w8a8 --kv8
 for b in 0.5 1 3; do run_q "mixed-$b" --scheme mixed --budget "$b"; done
-OMP_NUM_THREADS=1 run_q sens-1core --scheme mixed --budget 1 --sensitivity-json "$tmp/sens.json"
+OMP_NUM_THREADS=1 run_q sens-1core --scheme mixed --budget 1 --sensitivity-all-groups --sensitivity-json "$tmp/sens.json"
 
 "$py" - "$tmp" <<'PY'
 import json, sys, os
@@ -77,8 +77,8 @@ print()
 s = json.load(open(os.path.join(tmp, "sens.json")))
 j = load("sens-1core")
 print("Sensitivity analysis + mixed search at 1%% on one core (OMP_NUM_THREADS=1): %.1f s for `quantize --scheme mixed` "
-      "(calibration, %d x 3 sensitivity runs on %d tokens, search with %d held-out verifications), %.1f s for the whole command "
-      "(+ fp32 and final held-out evaluation)." % (j["seconds"], len(s["rows"]) // 3, s["tokens"], j["search"]["verifications"], wall("sens-1core")))
+      "(calibration, %d x %d sensitivity runs on %d tokens, search with %d held-out verifications), %.1f s for the whole command "
+      "(+ fp32 and final held-out evaluation)." % (j["seconds"], len(s["rows"]) // len(s["candidates"]), len(s["candidates"]), s["tokens"], j["search"]["verifications"], wall("sens-1core")))
 print()
 rows = s["rows"]
 print("| most sensitive | precision | perplexity change | | least sensitive | precision | perplexity change |")

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -202,13 +204,26 @@ std::vector<quant::QuantLinear> quantize_layers(const model::Model& m, const qua
   return out;
 }
 
+namespace {
+
+// Where a pass of a plan that differs from the fp32 model only in `layer` must start: the
+// blocks before it are the fp32 model's (the classifier's input is the final norm's).
+int first_block_of(const model::Config& c, int layer) { return layer < 0 ? c.n_layers : layer; }
+
+}  // namespace
+
 SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vector<int>>& sequences,
                              const std::vector<Candidate>& candidates, const ProgressFn& progress,
                              const LayerMethod& method) {
   SensitivityTable table;
+  table.candidates = candidates;
+  // The fp32 pass once, keeping the residual stream entering each block: a candidate's pass
+  // starts at its layer's block (the blocks before are the fp32 model's, which the float
+  // products of FloatProducts::gemm reproduce bit for bit), so it equals the whole pass.
+  engine::BlockInputs fp32_inputs;
   {
     engine::Transformer ref(m);
-    const auto p = engine::perplexity(ref, sequences);
+    const auto p = engine::perplexity_from(ref, sequences, 0, nullptr, &fp32_inputs);
     table.fp32_perplexity = p.perplexity;
     table.tokens = p.tokens;
   }
@@ -221,8 +236,9 @@ SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vecto
       plan.group = cand.group;
       std::vector<quant::QuantLinear> linears(plan.layers.size());
       set_layer(m, plan, linears, i, cand, method);
-      const auto p = evaluate(m, plan, linears, sequences, {}, FloatProducts::gemm);
       const auto& lp = plan.layers[i];
+      SimulatedTransformer t(m, plan, linears, FloatProducts::gemm);
+      const auto p = engine::perplexity_from(t, sequences, first_block_of(m.config, lp.layer), &fp32_inputs, nullptr);
       table.rows.push_back({lp.layer, lp.which, cand, p.perplexity,
                             (p.perplexity - table.fp32_perplexity) / table.fp32_perplexity,
                             quant::weight_bytes(m.config, lp.which, cand.weight, cand.group)});
@@ -231,6 +247,14 @@ SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vecto
   std::stable_sort(table.rows.begin(), table.rows.end(),
                    [](const auto& a, const auto& b) { return a.rel_increase > b.rel_increase; });
   return table;
+}
+
+std::vector<Candidate> sensitivity_candidates(int group, bool informational_groups) {
+  std::vector<Candidate> out{{WeightFormat::int8, group}, {WeightFormat::int4, group}};
+  if (informational_groups)
+    for (int g : {32, 128})
+      if (g != group) out.push_back({WeightFormat::int4, g});
+  return out;
 }
 
 nlohmann::json measurements_json(const QuantizeResult& r, const std::string& calib_file) {
@@ -271,8 +295,11 @@ void to_json(nlohmann::json& j, const SensitivityTable& t) {
                     {"perplexity", r.perplexity},
                     {"rel_increase", r.rel_increase},
                     {"bytes", r.bytes}});
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const auto& c : t.candidates) candidates.push_back(c.name());
   j = {{"fp32_perplexity", t.fp32_perplexity},
        {"tokens", t.tokens},
+       {"candidates", std::move(candidates)},
        {"measured_on", "calibration half"},
        {"activations", "fp16 (weight-only candidates)"},
        {"rows", std::move(rows)}};
@@ -280,7 +307,7 @@ void to_json(nlohmann::json& j, const SensitivityTable& t) {
 
 SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, int group, double budget, bool kv8,
                           const std::vector<std::vector<int>>& held_out, const ProgressFn& progress,
-                          const LayerMethod& method) {
+                          const LayerMethod& method, std::optional<double> fp32_perplexity) {
   const auto& c = m.config;
   quant::Plan start = quant::uniform_plan(c, quant::Scheme::mixed, group);
   start.kv8 = kv8;
@@ -343,7 +370,9 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
   };
   SearchResult r;
   r.budget = budget;
-  {
+  if (fp32_perplexity) {
+    r.fp32_perplexity = *fp32_perplexity;
+  } else {
     engine::Transformer ref(m);
     r.fp32_perplexity = engine::perplexity(ref, held_out).perplexity;
   }
@@ -353,30 +382,66 @@ SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, 
     std::uint64_t bytes;
   };
   std::vector<Verified> verified;
+  // The residual streams of the last plan that passed and the last that failed: a plan is
+  // run from the first block where it differs from the nearer of the two (the blocks
+  // before compute the same, so the perplexity is the whole pass's, bit for bit).
+  struct Ran {
+    quant::Plan plan;
+    engine::BlockInputs inputs;
+  };
+  std::optional<Ran> last_passed, last_failed;
+  auto first_difference = [&](const quant::Plan& a, const quant::Plan& b) {
+    int block = c.n_layers + 1;  // none
+    for (std::size_t i = 0; i < a.layers.size(); ++i)
+      if (a.layers[i].weight != b.layers[i].weight || a.layers[i].act != b.layers[i].act)
+        block = std::min(block, first_block_of(c, a.layers[i].layer));
+    return block;
+  };
+  // Each layer quantized by `method` and dequantized once per precision, for every plan.
+  std::map<std::pair<std::size_t, WeightFormat>, std::shared_ptr<const std::vector<float>>> dequantized;
+  const std::vector<quant::QuantLinear> unread(start.layers.size());  // weight-only layers read `dequantized`
   auto verify = [&](const std::vector<bool>& applied) {
     const quant::Plan p = plan_of(applied);
-    const auto linears = quantize_layers(m, p, method);
-    const double ppl = evaluate(m, p, linears, held_out, {}, FloatProducts::gemm).perplexity;
+    DequantizedWeights weights(p.layers.size());
+    for (std::size_t i = 0; i < p.layers.size(); ++i) {
+      const auto& lp = p.layers[i];
+      if (lp.weight == WeightFormat::f32) continue;
+      auto& w = dequantized[{i, lp.weight}];
+      if (!w) w = std::make_shared<const std::vector<float>>(method.quantize(m, lp.layer, lp.which, {lp.weight, p.group}).dequantized());
+      weights[i] = w;
+    }
+    const Ran* from = nullptr;
+    int first = 0;
+    for (const auto* ran : {&last_passed, &last_failed})
+      if (*ran)
+        if (const int b = std::min(first_difference(p, (*ran)->plan), c.n_layers); b > first) first = b, from = &**ran;
+    SimulatedTransformer t(m, p, unread, FloatProducts::gemm, std::move(weights));
+    Ran now{p, {}};
+    const double ppl =
+        engine::perplexity_from(t, held_out, first, from ? &from->inputs : nullptr, &now.inputs).perplexity;
     ++r.verifications;
     if (progress) progress("verify", static_cast<std::size_t>(r.verifications), 0);
     verified.push_back({applied, ppl, (ppl - r.fp32_perplexity) / r.fp32_perplexity, quant::linear_weight_bytes(m.config, p)});
-    return verified.back().rel <= budget;
+    const bool passed = verified.back().rel <= budget;
+    (passed ? last_passed : last_failed) = std::move(now);
+    return passed;
   };
   // Longest prefix whose predicted loss fits; binary search below it while the measured
   // loss is over budget (assumes loss grows with the prefix, as it does on average).
   std::size_t k = 0;
   while (k < moves.size() && predicted[k] <= budget) ++k;
+  // The empty prefix (every layer fp16) is verified last, only when no longer one passes.
   std::optional<std::size_t> ok;
   if (verify(prefix(k))) {
     ok = k;
-  } else if (verify(prefix(0))) {
-    ok = 0;
-    std::size_t lo = 0, hi = k;  // lo passes, hi fails
+  } else if (k > 0) {
+    std::size_t lo = 0, hi = k;  // lo taken to pass, hi fails
     while (hi > lo + 1) {
       const std::size_t mid = (lo + hi) / 2;
       if (verify(prefix(mid))) lo = mid, ok = mid;
       else hi = mid;
     }
+    if (!ok && verify(prefix(0))) ok = 0;
   }
   std::vector<bool> best;
   if (ok) {
@@ -435,6 +500,14 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
     plan.smooth_alpha = opt.alpha;
   }
   apply_static_scales(plan, stats);
+  std::optional<engine::Perplexity> p32_measured = opt.fp32_held_out;
+  auto fp32_held_out = [&]() -> const engine::Perplexity& {
+    if (!p32_measured) {
+      engine::Transformer ref(m);
+      p32_measured = run_perplexity(ref, res.split.held_out, "evaluate fp32", progress);
+    }
+    return *p32_measured;
+  };
   using quant::Method;
   res.method = opt.method;
   res.search_scales = opt.search_scales;
@@ -465,10 +538,15 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
       ++res.calibration_passes;
       lm.hessians = &h;
     }
-    std::vector<Candidate> cands{{WeightFormat::int8, 32}, {WeightFormat::int4, 32}, {WeightFormat::int4, 128}};
-    if (opt.group == 64) cands.push_back({WeightFormat::int4, 64});
-    res.sensitivity = sensitivity(work, first_tokens(res.split.calibration, opt.sensitivity_tokens), cands, progress, lm);
-    res.search = search_mixed(work, *res.sensitivity, opt.group, opt.budget, opt.kv8, res.split.held_out, progress, lm);
+    res.sensitivity = sensitivity(work, first_tokens(res.split.calibration, opt.sensitivity_tokens),
+                                  sensitivity_candidates(opt.group, opt.informational_groups), progress, lm);
+    // The search's fp32 reference is the model it quantizes: m's, measured once for both,
+    // unless AWQ has folded its scales into `work`.
+    const bool folded = opt.method == Method::awq || opt.method == Method::awq_gptq;
+    std::optional<double> fp32_ppl;
+    if (!folded) fp32_ppl = fp32_held_out().perplexity;
+    res.search = search_mixed(work, *res.sensitivity, opt.group, opt.budget, opt.kv8, res.split.held_out, progress, lm,
+                              fp32_ppl);
     plan = res.search->plan;
     res.qm = quant::quantize_model(work, plan);
     res.qm.linears = quantize_layers(work, plan, lm);
@@ -500,10 +578,7 @@ QuantizeResult quantize(const model::Model& m, const model::StoryEncoder& encode
   res.qm.calibration_fnv1a = quant::fnv1a64(calib_text);
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
 
-  const engine::Perplexity p32 = opt.fp32_held_out ? *opt.fp32_held_out : [&] {
-    engine::Transformer ref(m);
-    return run_perplexity(ref, res.split.held_out, "evaluate fp32", progress);
-  }();
+  const engine::Perplexity p32 = fp32_held_out();
   res.fp32_held_out = p32;
   res.fp32_perplexity = p32.perplexity;
   res.fp32_perplexity_err = p32.perplexity_err;

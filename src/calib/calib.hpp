@@ -77,6 +77,7 @@ struct LayerSensitivity {
 struct SensitivityTable {
   double fp32_perplexity = 0;
   std::size_t tokens = 0;
+  std::vector<Candidate> candidates;   // measured, each for every layer
   std::vector<LayerSensitivity> rows;  // sorted, most sensitive first
 };
 // How the sensitivity analysis and the mixed search quantize one layer to a candidate:
@@ -93,11 +94,15 @@ struct LayerMethod {
   quant::QuantLinear quantize(const model::Model& m, int layer, model::Linear which, const Candidate& c) const;
 };
 // Each (layer, candidate) quantized alone by `method`; measured on `sequences` (the
-// calibration half).
+// calibration half). Each pass runs only the blocks from the layer's on (the earlier ones'
+// output kept from one fp32 pass): the same bits as the whole pass.
 SensitivityTable sensitivity(const model::Model& m, const std::vector<std::vector<int>>& sequences,
                              const std::vector<Candidate>& candidates, const ProgressFn& progress = {},
                              const LayerMethod& method = {});
 void to_json(nlohmann::json& j, const SensitivityTable& t);
+// What the mixed search at int4 `group` can choose: int8 and int4 at `group`; with
+// informational_groups also int4 g32 and g128 (shown, never chosen).
+std::vector<Candidate> sensitivity_candidates(int group, bool informational_groups);
 
 struct SearchResult {
   quant::Plan plan;
@@ -111,10 +116,10 @@ struct SearchResult {
 };
 // Greedy by bytes saved per unit of sensitivity (from `table`), predicted loss = sum of
 // sensitivities; then evaluated on `held_out` (every layer quantized by `method`) and
-// backed off while over budget.
+// backed off while over budget. fp32_perplexity: m's on held_out when measured already.
 SearchResult search_mixed(const model::Model& m, const SensitivityTable& table, int group, double budget,
                           bool kv8, const std::vector<std::vector<int>>& held_out, const ProgressFn& progress = {},
-                          const LayerMethod& method = {});
+                          const LayerMethod& method = {}, std::optional<double> fp32_perplexity = {});
 // Every layer of `plan` quantized by `method` (fp32 layers kept): the mixed plan's weights.
 std::vector<quant::QuantLinear> quantize_layers(const model::Model& m, const quant::Plan& plan, const LayerMethod& method);
 
@@ -132,6 +137,9 @@ struct QuantizeOptions {
   // mixed: the sensitivity runs on the first this many predicted tokens of the
   // calibration half (whole stories in order, the last one cut; 0 = all).
   std::size_t sensitivity_tokens = 1024;
+  // mixed: also measure the int4 groups the search does not choose (g32 and g128 other than
+  // `group`), for the table only: a pass per layer each.
+  bool informational_groups = false;
   // The fp32 held-out perplexity when the caller has measured it already on the same text
   // and model (deploy tries several schemes); measured here otherwise.
   std::optional<engine::Perplexity> fp32_held_out;

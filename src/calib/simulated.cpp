@@ -11,8 +11,10 @@ using quant::ActFormat;
 using quant::WeightFormat;
 
 SimulatedTransformer::SimulatedTransformer(const model::Model& base, const quant::Plan& plan,
-                                           const std::vector<quant::QuantLinear>& linears, FloatProducts products)
-    : engine::Transformer(base), plan_(plan), linears_(linears), products_(products) {
+                                           const std::vector<quant::QuantLinear>& linears, FloatProducts products,
+                                           DequantizedWeights dequantized)
+    : engine::Transformer(base), plan_(plan), linears_(linears), products_(products),
+      float_weights_(std::move(dequantized)) {
   const auto& c = base.config;
   if (plan.layers.size() != static_cast<std::size_t>(c.n_layers) * 7 + 1 || linears.size() != plan.layers.size())
     throw std::invalid_argument("plan does not match the model");
@@ -24,7 +26,8 @@ SimulatedTransformer::SimulatedTransformer(const model::Model& base, const quant
     widest = std::max(widest, s.cols);
     const bool integer_path = (lp.weight == WeightFormat::int8 || lp.weight == WeightFormat::int4) &&
                               (lp.act == ActFormat::int8_dynamic || lp.act == ActFormat::int8_static);
-    if (lp.weight != WeightFormat::f32 && !integer_path) float_weights_[i] = linears[i].dequantized();
+    if (lp.weight != WeightFormat::f32 && !integer_path && !float_weights_[i])
+      float_weights_[i] = std::make_shared<const std::vector<float>>(linears[i].dequantized());
   }
   x_round_.resize(static_cast<std::size_t>(widest));
   qx_.resize(static_cast<std::size_t>(widest));
@@ -42,11 +45,11 @@ void SimulatedTransformer::linear(const engine::LinearCall& call) {
     // Float weights with int8 activations: fake-quantized input.
     for (int c = 0; c < call.cols; ++c) x_round_[c] = static_cast<float>(qx_[c]) * s_x;
   } else if (lp.act == ActFormat::f16) {
-    for (int c = 0; c < call.cols; ++c) x_round_[c] = model::gguf::fp16_to_float(model::gguf::float_to_fp16(call.x[c]));
+    model::gguf::round_to_fp16(call.x, x_round_.data(), static_cast<std::size_t>(call.cols));
   } else {
     std::copy(call.x, call.x + call.cols, x_round_.begin());
   }
-  const float* w = lp.weight == WeightFormat::f32 ? weight_of(call.layer, call.which) : float_weights_[i].data();
+  const float* w = lp.weight == WeightFormat::f32 ? weight_of(call.layer, call.which) : float_weights_[i]->data();
   engine::matvec(w, x_round_.data(), call.y, call.rows, call.cols);
 }
 
@@ -79,12 +82,12 @@ void SimulatedTransformer::linear_rows(const engine::LinearRows& call) {
       const float* x = call.x + static_cast<std::size_t>(r) * call.ldx;
       float* out = x_round_.data() + static_cast<std::size_t>(r) * cols;
       if (lp.act == ActFormat::f16)
-        for (int c = 0; c < cols; ++c) out[c] = model::gguf::fp16_to_float(model::gguf::float_to_fp16(x[c]));
+        model::gguf::round_to_fp16(x, out, static_cast<std::size_t>(cols));
       else
         std::copy(x, x + cols, out);
     }
   }
-  const float* w = lp.weight == WeightFormat::f32 ? weight_of(call.layer, call.which) : float_weights_[i].data();
+  const float* w = lp.weight == WeightFormat::f32 ? weight_of(call.layer, call.which) : float_weights_[i]->data();
   if (products_ == FloatProducts::gemm) {
     if (lp.weight == WeightFormat::f32 && lp.act == ActFormat::f32) return engine::Transformer::linear_rows(call);
     return engine::matmul_rows(x_round_.data(), cols, n, w, call.rows, cols, call.y, call.ldy);

@@ -8,6 +8,7 @@
 // products by engine::matvec_rows, attention with attention_head's operations in its order
 // (or, with FloatProducts::gemm, float products and attention as the fp32 reference's
 // batched pass runs them).
+#include <memory>
 #include <vector>
 
 #include "engine/transformer.hpp"
@@ -24,13 +25,19 @@ enum class FloatProducts {
                // mixed search's hundreds of passes (two to three times faster per layer).
 };
 
+// Dequantized weights of layers that multiply in floating point, by Plan::layers index
+// (null: not given).
+using DequantizedWeights = std::vector<std::shared_ptr<const std::vector<float>>>;
+
 class SimulatedTransformer : public engine::Transformer {
  public:
   // `base` supplies the norms, embeddings and every layer whose plan weight is f32;
   // `linears` holds the quantized layers in Plan::layers order (entries of f32 layers are
-  // ignored and may be empty). All three must outlive the transformer.
+  // ignored and may be empty). All three must outlive the transformer. `dequantized`, where
+  // given for a float-path layer, is linears[i].dequantized() (and linears[i] is then not
+  // read): the mixed search's plans share them.
   SimulatedTransformer(const model::Model& base, const quant::Plan& plan, const std::vector<quant::QuantLinear>& linears,
-                       FloatProducts products = FloatProducts::token_bits);
+                       FloatProducts products = FloatProducts::token_bits, DequantizedWeights dequantized = {});
   bool supports_block() const override { return true; }
   bool block_keeps_token_bits() const override { return products_ == FloatProducts::token_bits; }
 
@@ -43,7 +50,7 @@ class SimulatedTransformer : public engine::Transformer {
   const quant::Plan& plan_;
   const std::vector<quant::QuantLinear>& linears_;
   FloatProducts products_;
-  std::vector<std::vector<float>> float_weights_;  // dequantized, for float-path layers
+  DequantizedWeights float_weights_;  // for float-path layers
   std::vector<float> x_round_, s_x_;
   std::vector<std::int8_t> qx_;
 };

@@ -22,7 +22,7 @@ struct QuantizeArgs {
   int group = 32;
   std::size_t sensitivity_tokens = 1024;
   float alpha = 0.5f;
-  bool kv8 = false, json = false, act_order = false, search_scales = false;
+  bool kv8 = false, json = false, act_order = false, search_scales = false, informational_groups = false;
 };
 
 class StageProgress {
@@ -66,6 +66,7 @@ void quantize(const QuantizeArgs& a) {
   opt.budget = cli::parse_budget(a.budget);
   opt.kv8 = a.kv8;
   opt.sensitivity_tokens = a.sensitivity_tokens;
+  opt.informational_groups = a.informational_groups;
   if (opt.scheme == quant::Scheme::fp32) throw fpgallm::InputError("--scheme", "fp32 is the reference, not a quantization");
   // Every output is checked before the work (minutes of it).
   const std::vector<std::string> inputs = {a.model, a.calib, a.tokenizer};
@@ -108,8 +109,11 @@ void quantize(const QuantizeArgs& a) {
     cli::print_json(j);
   } else {
     if (r.sensitivity) {
-      std::printf("sensitivity (one layer quantized alone, weight-only, calibration half, fp32 ppl %.4f):\n",
-                  r.sensitivity->fp32_perplexity);
+      std::string measured;
+      for (const auto& c : r.sensitivity->candidates) measured += (measured.empty() ? "" : ", ") + c.name();
+      std::printf("sensitivity (one layer quantized alone, weight-only, calibration half, fp32 ppl %.4f; measured %s%s):\n",
+                  r.sensitivity->fp32_perplexity, measured.c_str(),
+                  a.informational_groups ? "" : "; other int4 groups not measured, --sensitivity-all-groups");
       std::printf("  %-12s %-10s %10s %10s %8s\n", "layer", "precision", "perplexity", "change", "bytes");
       for (const auto& row : r.sensitivity->rows)
         std::printf("  %-12s %-10s %10.4f %10s %8llu\n", model::linear_name(row.layer, row.which).c_str(),
@@ -157,6 +161,9 @@ void setup(CLI::App& root) {
   cmd->add_option("--budget", a->budget, std::string("mixed: ") + cli::kBudgetHelp);
   cmd->add_option("--sensitivity-tokens", a->sensitivity_tokens,
                   "mixed: calibration tokens the per-layer sensitivity runs on (0 = all)");
+  cmd->add_flag("--sensitivity-all-groups", a->informational_groups,
+                "mixed: also measure int4 g32 and g128 where --group is another (shown in the table, never chosen; "
+                "a pass per layer each)");
   cmd->add_flag("--kv8", a->kv8, "int8 KV cache");
   cmd->add_option("-z,--tokenizer", a->tokenizer, cli::kTokenizerHelp);
   cmd->add_option("-o,--output", a->out, "Quantized model (.gguf)")->required();

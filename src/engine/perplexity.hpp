@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,24 @@ std::vector<std::vector<int>> tokenize_stories(const model::StoryEncoder& encode
 
 Perplexity perplexity(Transformer& t, const std::vector<std::vector<int>>& sequences,
                       const std::function<void(std::size_t done, std::size_t total)>& progress = {});
+
+// The residual stream entering each block (index n_layers: entering the final norm) at
+// every position of a perplexity_from() pass, in its order. Shared: a pass resumed from
+// another's holds the other's earlier blocks without copying them.
+struct BlockInputs {
+  std::vector<std::shared_ptr<const std::vector<float>>> layer;  // [n_layers + 1][positions * dim]
+};
+// perplexity() of `t` (batched), each block of positions started at block first_layer from
+// the stream `from` holds there (0: from the embeddings, `from` unused). Where `from` was
+// recorded on the same sequences by a pass whose blocks before first_layer compute what t's
+// do, the result equals perplexity(t)'s bit for bit (a block of one position runs
+// forward_block_from, whose one row has forward()'s bits): the mixed search measures a plan
+// that differs from another only from block first_layer on without running the blocks before.
+// `record`, given, receives the stream entering each block: from `from` before first_layer
+// (null without it), from this pass after.
+Perplexity perplexity_from(Transformer& t, const std::vector<std::vector<int>>& sequences, int first_layer,
+                           const BlockInputs* from, BlockInputs* record,
+                           const std::function<void(std::size_t done, std::size_t total)>& progress = {});
 
 // Reads a text file whole; throws InputError naming it when missing, not a regular file,
 // empty, not UTF-8, or holding a NUL byte.

@@ -2,6 +2,7 @@
 // The fp32 reference forward pass of a Llama-family model, one token at a time with a KV
 // cache, written in the order of llama2.c's run.c so that greedy output matches it; and
 // the same pass batched over positions (transformer_block.cpp).
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -59,6 +60,17 @@ class Transformer {
   // matrix-matrix (OpenBLAS) and the logits equal n forward() calls within fp32 reordering;
   // elsewhere it makes those n forward() calls.
   const float* forward_block(std::span<const int> tokens, int pos0, bool last_only = false);
+  // The residual stream x [n][dim] entering block `layer` of a batched pass (layer =
+  // n_layers: entering the final norm).
+  using BlockInputFn = std::function<void(int layer, const float* x)>;
+  // forward_block() (batched only, all rows' logits) from block first_layer on, x [n][dim]
+  // being the residual stream entering it (first_layer = n_layers: the final norm's input;
+  // 0 and null x: the embeddings). The blocks before are not run and their KV cache is not
+  // written. Given x as a forward_block() of the same tokens has it there, the logits equal
+  // that forward_block()'s bit for bit. `block_input` receives the stream entering each block
+  // run (and the final norm).
+  const float* forward_block_from(int first_layer, const float* x, std::span<const int> tokens, int pos0,
+                                  const BlockInputFn& block_input = {});
   // Whether forward_block() runs batched: the plain fp32 reference (this class itself), and
   // a subclass that says so by overriding this (unless set_batched(false)). The batched pass
   // calls linear_rows() instead of linear() and on_kv_stored() for each row, so a subclass
@@ -99,6 +111,8 @@ class Transformer {
   const float* weight_of(int layer, model::Linear which) const;
 
  private:
+  const float* run_block(std::span<const int> tokens, int pos0, bool last_only, int first_layer, const float* x_in,
+                         const BlockInputFn* block_input);
   void ensure_cache();
   void check_input(int token, int pos) const;
 

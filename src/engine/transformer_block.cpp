@@ -19,6 +19,7 @@
 #include <cstring>
 #include <functional>
 #include <stdexcept>
+#include <string>
 #include <typeinfo>
 
 #include "engine/threads.hpp"
@@ -76,6 +77,12 @@ struct Rows {
   bool one_sequence;  // (when not `block`) rows at consecutive positions of one cache
   const std::function<void(const LinearRows&)>& linear;
   const std::function<void(int layer, int row, float* k, float* v)>& kv_stored;
+  // Where the pass starts: block first_layer, from the residual stream x_in [n][dim] entering
+  // it (first_layer = n_layers: entering the final norm); 0 and null: the embeddings.
+  int first_layer = 0;
+  const float* x_in = nullptr;
+  // Given: receives the residual stream [n][dim] entering each block run (and the final norm).
+  const std::function<void(int layer, const float* x)>* block_input = nullptr;
 };
 
 // attention_head's arithmetic for the rows of one sequence at once, output for output the
@@ -220,11 +227,15 @@ const float* run_layers(const model::Model& m, const Rows& r) {
   const int keys = r.block ? r.pos[0] + n : c.seq_len;
   float* att = sized(scratch.att, r.block ? static_cast<std::size_t>(omp_get_max_threads()) * rows(keys) : 0);
 
-  for (int i = 0; i < n; ++i)
-    std::memcpy(x + std::size_t(i) * dim, w.token_embedding.data() + static_cast<std::size_t>(r.token[i]) * dim,
-                dim * sizeof(float));
+  if (r.x_in)
+    std::memcpy(x, r.x_in, rows(dim) * sizeof(float));
+  else
+    for (int i = 0; i < n; ++i)
+      std::memcpy(x + std::size_t(i) * dim, w.token_embedding.data() + static_cast<std::size_t>(r.token[i]) * dim,
+                  dim * sizeof(float));
 
-  for (int l = 0; l < c.n_layers; ++l) {
+  for (int l = r.first_layer; l < c.n_layers; ++l) {
+    if (r.block_input) (*r.block_input)(l, x);
     const auto& lw = w.layers[static_cast<std::size_t>(l)];
     for (int i = 0; i < n; ++i)
       rmsnorm(xb + std::size_t(i) * dim, x + std::size_t(i) * dim, lw.attn_norm.data(), dim, c.norm_eps);
@@ -314,6 +325,7 @@ const float* run_layers(const model::Model& m, const Rows& r) {
     r.linear({l, Linear::w2, hb, hidden, xb, dim, n, dim, hidden, r.pos[0]});
     for (std::size_t j = 0; j < rows(dim); ++j) x[j] += xb[j];
   }
+  if (r.block_input) (*r.block_input)(c.n_layers, x);
   for (int i = 0; i < n; ++i)
     rmsnorm(x + std::size_t(i) * dim, x + std::size_t(i) * dim, w.final_norm.data(), dim, c.norm_eps);
   return x;
@@ -328,6 +340,19 @@ void Transformer::linear_rows(const LinearRows& call) {
 }
 
 const float* Transformer::forward_block(std::span<const int> tokens, int pos0, bool last_only) {
+  return run_block(tokens, pos0, last_only, 0, nullptr, nullptr);
+}
+
+const float* Transformer::forward_block_from(int first_layer, const float* x, std::span<const int> tokens, int pos0,
+                                             const BlockInputFn& block_input) {
+  if (!block_batched()) throw std::logic_error("forward_block_from: the pass does not run batched");
+  if (first_layer < 0 || first_layer > model_.config.n_layers || (first_layer > 0 && !x))
+    throw std::invalid_argument("forward_block_from: no residual stream for block " + std::to_string(first_layer));
+  return run_block(tokens, pos0, false, first_layer, x, block_input ? &block_input : nullptr);
+}
+
+const float* Transformer::run_block(std::span<const int> tokens, int pos0, bool last_only, int first_layer,
+                                    const float* x_in, const BlockInputFn* block_input) {
   const auto& c = model_.config;
   const int n = static_cast<int>(tokens.size());
   if (n == 0) throw std::invalid_argument("forward_block: no tokens");
@@ -351,8 +376,8 @@ const float* Transformer::forward_block(std::span<const int> tokens, int pos0, b
     on_kv_stored(layer, pos0 + row, k, v);
   };
   const bool gemm_attention = n > 1 && !block_keeps_token_bits();
-  const float* x =
-      run_layers(model_, {n, tokens.data(), pos.data(), keys.data(), values.data(), gemm_attention, true, linear, kv_stored});
+  const float* x = run_layers(model_, {n, tokens.data(), pos.data(), keys.data(), values.data(), gemm_attention, true,
+                                       linear, kv_stored, first_layer, x_in, block_input});
   const int first = last_only ? n - 1 : 0;
   linear_rows({-1, model::Linear::cls, x + static_cast<std::size_t>(first) * c.dim, c.dim, block_logits_.data(),
                c.vocab_size, n - first, c.vocab_size, c.dim, pos0 + first});

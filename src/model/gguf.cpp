@@ -1,6 +1,7 @@
 #include "model/gguf.hpp"
 #include "model/ggml_quants.hpp"
 
+#include <immintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -142,6 +143,35 @@ std::uint16_t float_to_fp16(float f) {
   const std::uint32_t rem = abs & 0x1FFFu;
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
   return static_cast<std::uint16_t>(sign | h);
+}
+
+namespace {
+
+void round_to_fp16_scalar(const float* x, float* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = fp16_to_float(float_to_fp16(x[i]));
+}
+
+// vcvtps2ph with round to nearest even is float_to_fp16 but for a NaN's payload: lanes of
+// eight with a NaN go the scalar way.
+__attribute__((target("avx,f16c"))) void round_to_fp16_f16c(const float* x, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+      round_to_fp16_scalar(x + i, out + i, 8);
+      continue;
+    }
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+  }
+  round_to_fp16_scalar(x + i, out + i, n - i);
+}
+
+}  // namespace
+
+void round_to_fp16(const float* x, float* out, std::size_t n) {
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  if (f16c) return round_to_fp16_f16c(x, out, n);
+  round_to_fp16_scalar(x, out, n);
 }
 
 float bf16_to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }

@@ -180,6 +180,9 @@ float fp16_to_float(std::uint16_t h);
 std::uint16_t float_to_fp16(float f);
 float bf16_to_float(std::uint16_t b);
 std::uint16_t float_to_bf16(float f);
+// out[i] = fp16_to_float(float_to_fp16(x[i])) for i < n, the same bits, 8 at a time with
+// F16C where the CPU has it (out may be x).
+void round_to_fp16(const float* x, float* out, std::size_t n);
 
 // Block layouts: ggml_quants.hpp.
 // dequantize: out.size() elements from bytes; throws std::invalid_argument when the type is

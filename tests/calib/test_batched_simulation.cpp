@@ -152,6 +152,54 @@ TEST(BatchedSimulation, FloatProductsAsGemmsAreTheReferencesBatchedProducts) {
             engine::perplexity(reference, seqs).perplexity);
 }
 
+// A pass started at block l from the residual stream another plan's pass recorded there
+// (engine::perplexity_from, what the sensitivity and the mixed search's verifications run)
+// against the whole pass of the plan, bit for bit: two plans that differ from block 3 on
+// and in the classifier alone, with the int8 KV cache, both float-product paths, a block
+// of one position after a block of 256 (a story of 258 tokens), and a story past the
+// 512-position context (windows).
+TEST(BatchedSimulation, PassFromABlockEqualsTheWholePass) {
+  const model::Model& m = stories();
+  auto seqs = sample_stories(3);
+  seqs.push_back(random_tokens(m.config.vocab_size, 258, 11));
+  seqs.push_back(random_tokens(m.config.vocab_size, 600, 12));
+  seqs.push_back(random_tokens(m.config.vocab_size, 2, 13));
+  using quant::WeightFormat;
+  quant::Plan a = quant::uniform_plan(m.config, quant::Scheme::mixed, 32);
+  a.kv8 = true;
+  for (std::size_t i = 0; i < a.layers.size(); ++i)
+    a.layers[i].weight = i % 3 == 0 ? WeightFormat::int8 : i % 3 == 1 ? WeightFormat::int4 : WeightFormat::f16;
+  ASSERT_EQ(a.layers.back().which, model::Linear::cls);
+  a.layers.back().weight = WeightFormat::int4;
+  quant::Plan b = a;
+  for (auto& lp : b.layers)
+    if (lp.layer >= 3) lp.weight = lp.weight == WeightFormat::int4 ? WeightFormat::int8 : WeightFormat::int4;
+  quant::Plan cls_only = a;
+  cls_only.layers.back().weight = WeightFormat::int8;
+  const auto qa = quant::quantize_model(m, a), qb = quant::quantize_model(m, b), qc = quant::quantize_model(m, cls_only);
+  for (auto products : {calib::FloatProducts::gemm, calib::FloatProducts::token_bits}) {
+    calib::SimulatedTransformer ta(m, a, qa.linears, products), tb(m, b, qb.linears, products),
+        tc(m, cls_only, qc.linears, products);
+    engine::BlockInputs at_a, at_b;
+    const auto whole_a = calib::evaluate(m, a, qa.linears, seqs, {}, products);
+    EXPECT_EQ(engine::perplexity_from(ta, seqs, 0, nullptr, &at_a).perplexity, whole_a.perplexity);
+    const auto from_3 = engine::perplexity_from(tb, seqs, 3, &at_a, &at_b);
+    EXPECT_EQ(from_3.tokens, whole_a.tokens);
+    EXPECT_EQ(from_3.perplexity, calib::evaluate(m, b, qb.linears, seqs, {}, products).perplexity);
+    EXPECT_EQ(engine::perplexity_from(tc, seqs, m.config.n_layers, &at_a, nullptr).perplexity,
+              calib::evaluate(m, cls_only, qc.linears, seqs, {}, products).perplexity);
+    // What the resumed pass records from its block on is the whole pass's stream.
+    engine::BlockInputs whole_b;
+    engine::perplexity_from(tb, seqs, 0, nullptr, &whole_b);
+    for (int l = 0; l <= m.config.n_layers; ++l) {
+      ASSERT_TRUE(at_b.layer[l] && whole_b.layer[l]) << l;
+      EXPECT_EQ(*at_b.layer[l], *whole_b.layer[l]) << l;
+    }
+    EXPECT_EQ(at_b.layer[2], at_a.layer[2]);  // shared, not copied
+    EXPECT_EQ(at_a.layer[3]->size(), whole_a.tokens * static_cast<std::size_t>(m.config.dim));
+  }
+}
+
 // Windows of the 64-position context, blocks stopping at each window's end.
 TEST(BatchedSimulation, QwenPerplexityOverWindowsEqualsTokenByToken) {
   const std::vector<std::vector<int>> seqs = {random_tokens(256, 150, 6), random_tokens(256, 2, 7), random_tokens(256, 65, 8)};

@@ -184,6 +184,47 @@ TEST(MixedSearch, SensitivityIsTheChosenMethodsError) {
   EXPECT_LT(sum_gptq, sum_rtn);
 }
 
+// Each sensitivity runs only the blocks from its layer's on: every row (both candidates,
+// all 36 layers) against the whole pass of its one-layer plan.
+TEST(MixedSearch, EverySensitivityIsTheWholePassOfItsPlan) {
+  Stories260K s;
+  const auto split = calib::split_text(s.tok, first_stories(4), "sample");
+  const auto seqs = calib::first_tokens(split.calibration, 128);
+  const auto cands = calib::sensitivity_candidates(32, false);
+  ASSERT_EQ(cands.size(), 2u);
+  const auto table = calib::sensitivity(s.m, seqs, cands);
+  ASSERT_EQ(table.rows.size(), (5u * 7 + 1) * 2);
+  const quant::Plan fp32 = quant::uniform_plan(s.m.config, quant::Scheme::fp32, 32);
+  for (const auto& row : table.rows) {
+    quant::Plan plan = fp32;
+    const std::size_t i = quant::Plan::index(s.m.config.n_layers, row.layer, row.which);
+    plan.layers[i].weight = row.candidate.weight;
+    plan.layers[i].act = quant::ActFormat::f16;
+    std::vector<quant::QuantLinear> linears(plan.layers.size());
+    const auto shape = model::linear_shape(s.m.config, row.which);
+    const auto& w = row.which == model::Linear::cls ? s.m.weights.classifier_or_embedding()
+                                                    : s.m.weights.layers[static_cast<std::size_t>(row.layer)].linear(row.which);
+    linears[i] = quant::quantize_linear(w, shape.rows, shape.cols, row.candidate.weight, row.candidate.group);
+    EXPECT_EQ(row.perplexity, calib::evaluate(s.m, plan, linears, seqs, {}, calib::FloatProducts::gemm).perplexity)
+        << model::linear_name(row.layer, row.which) << " " << row.candidate.name();
+  }
+}
+
+// The search runs each plan from the first block where it differs from a plan verified
+// before: the perplexity it reports for its plan is the whole pass's.
+TEST(MixedSearch, VerifiedPerplexityIsTheWholePassOfThePlan) {
+  Stories260K s;
+  const auto split = calib::split_text(s.tok, first_stories(4), "sample");
+  const auto table = calib::sensitivity(s.m, calib::first_tokens(split.calibration, 64), calib::sensitivity_candidates(32, false));
+  for (double budget : {0.002, 0.05}) {
+    const auto r = calib::search_mixed(s.m, table, 32, budget, false, split.held_out);
+    EXPECT_GT(r.verifications, 2);
+    const auto linears = calib::quantize_layers(s.m, r.plan, {});
+    EXPECT_EQ(r.perplexity, calib::evaluate(s.m, r.plan, linears, split.held_out, {}, calib::FloatProducts::gemm).perplexity)
+        << budget;
+  }
+}
+
 // The mixed plan's int4 layers carry the method's codes and scales: with --method gptq,
 // those of quant::gptq_int4 on the fp32 model's Hessians of the calibration half.
 TEST(MixedSearch, Int4LayersOfTheMixedPlanAreTheMethods) {

@@ -43,7 +43,8 @@ TEST(MixedBudget, OnePercentIsMetWithFewerBytesThanInt8) {
   EXPECT_LE(m["rel_increase"].get<double>(), 0.01);
   EXPECT_LT(m["linear_weight_bytes"].get<std::uint64_t>(), i["linear_weight_bytes"].get<std::uint64_t>());
   const auto sens = nlohmann::json::parse(testing_support::read_bytes(dir + "/sens.json"));
-  EXPECT_EQ(sens["rows"].size(), (5u * 7 + 1) * 3);  // every layer x int8, int4-g32, int4-g128
+  EXPECT_EQ(sens["rows"].size(), (5u * 7 + 1) * 2);  // every layer x int8, int4-g32
+  EXPECT_EQ(sens["candidates"], nlohmann::json::array({"int8", "int4-g32"}));
   // Independent check of the budget: the file evaluated on the held-out half.
   auto e = run_fpgallm("eval " + testing_support::stories260k() + " -z " + testing_support::tok512() + " --text " + dir +
                        "/small.txt --quant " + dir + "/mixed.gguf --json");

@@ -117,6 +117,30 @@ TEST(BlockEngine, BlockOfOneIsTheTokenPassBitForBit) {
   }
 }
 
+// matvec_rows (the per-token bits of the simulated quantization's batched float products)
+// against matvec one input at a time, bit for bit: odd and even input counts, rows not a
+// multiple of 4, columns not a multiple of 8, inputs and outputs in wider rows.
+TEST(BlockEngine, MatvecRowsHasMatvecsBits) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g;
+  for (int rows : {4, 13, 64})
+    for (int cols : {8, 29, 768})
+      for (int n : {1, 2, 5}) {
+        const int ldx = cols + 3, ldy = rows + 2;
+        std::vector<float> w(static_cast<std::size_t>(rows) * cols), x(static_cast<std::size_t>(n) * ldx);
+        for (auto& v : w) v = g(rng);
+        for (auto& v : x) v = g(rng);
+        std::vector<float> y(static_cast<std::size_t>(n) * ldy, -1.0f), want(static_cast<std::size_t>(rows));
+        engine::matvec_rows(x.data(), ldx, n, w.data(), rows, cols, y.data(), ldy);
+        for (int i = 0; i < n; ++i) {
+          engine::matvec(w.data(), x.data() + static_cast<std::size_t>(i) * ldx, want.data(), rows, cols);
+          for (int r = 0; r < rows; ++r)
+            ASSERT_EQ(y[static_cast<std::size_t>(i) * ldy + r], want[static_cast<std::size_t>(r)])
+                << rows << "x" << cols << " n " << n << " input " << i << " row " << r;
+        }
+      }
+}
+
 TEST(BlockEngine, LastOnlyReturnsTheLastRow) {
   engine::Transformer all(stories()), last(stories());
   const auto tokens = random_tokens(512, 40, 5);

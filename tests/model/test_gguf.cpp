@@ -2,7 +2,9 @@
 // (independent of our writer), and writer/reader round trips for versions 2 and 3.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -54,6 +56,25 @@ TEST(Half, DecodesHandComputedValues) {
   EXPECT_EQ(fp16_to_float(0xFC00), -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(fp16_to_float(0x7E00)));
   EXPECT_TRUE(std::signbit(fp16_to_float(0x8000)));
+}
+
+// The vector rounding against the scalar conversions, bit for bit: every 4099th float
+// bit pattern (both signs, zeros, subnormals, ties, overflow, infinities, NaNs) at every
+// offset in a lane of eight.
+TEST(Half, RoundingManyHasTheScalarBits) {
+  std::vector<float> x;
+  for (std::uint64_t b = 0; b <= 0xFFFFFFFFu; b += 4099) x.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(b)));
+  for (float v : {0.0f, -0.0f, 65519.0f, 65520.0f, -65520.0f, std::ldexp(1.0f, -25), std::ldexp(1.5f, -25),
+                  1.0f + std::ldexp(1.0f, -11), 1.0f + 3 * std::ldexp(1.0f, -11), std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()})
+    x.push_back(v);
+  for (std::size_t skip = 0; skip < 8; ++skip) {
+    std::vector<float> out(x.size() - skip);
+    model::gguf::round_to_fp16(x.data() + skip, out.data(), out.size());
+    for (std::size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(fp16_to_float(float_to_fp16(x[skip + i]))))
+          << std::hex << std::bit_cast<std::uint32_t>(x[skip + i]);
+  }
 }
 
 TEST(Half, EncodesWithRoundToNearestEven) {
