@@ -1,6 +1,7 @@
 #include "model/gguf.hpp"
 #include "model/ggml_quants.hpp"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <unistd.h>
 
@@ -169,7 +170,12 @@ __attribute__((target("avx,f16c"))) void round_to_fp16_f16c(const float* x, floa
 }  // namespace
 
 void round_to_fp16(const float* x, float* out, std::size_t n) {
-  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // F16C is CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know it);
+  // "avx" also checks that the OS saves the YMM registers.
+  static const bool f16c = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0 && __builtin_cpu_supports("avx");
+  }();
   if (f16c) return round_to_fp16_f16c(x, out, n);
   round_to_fp16_scalar(x, out, n);
 }

@@ -83,9 +83,9 @@ struct Costing {
   // `last_logits`: the prefill's last classifier instruction.
   double cycles(const arch::Instruction& ins, const Applied& on, bool last_logits) const {
     arch::Instruction in = ins;
-    if (on[classifier] && in.op == arch::Op::matmul && in.linear == model::Linear::cls && in.tokens > 1) {
-      if (!last_logits) return 0;
-      in.tokens = 1;  // host_bytes are already the last token's logits
+    if (on[classifier] && in.op == arch::Op::matmul && in.linear == model::Linear::cls) {
+      if (!last_logits) return 0;  // an earlier block's logits (one-token blocks included)
+      in.tokens = 1;               // host_bytes are already the last token's logits
     }
     arch::PortRates r = kernel_rates;
     int kv_ports = kv_ports_kernel;

@@ -75,7 +75,9 @@ TEST(ResourceCounts, CountsAloneEqualTheDescribedModel) {
 TEST(ResourceCounts, WhatTheViewDropsChangesNoCount) {
   const model::Config m = *model::find_preset("llama2-7b");
   const hw::Device& dev = hw::find_device("u280");
+  // A decode-only int8 top (one-token blocks) builds no tiled unit: the tiles change nothing.
   arch::Design a = base();
+  a.tiling.prefill_block = 1;
   arch::Design b = a;
   b.name = "other";
   b.tiling.tile_rows = 256;
@@ -84,6 +86,14 @@ TEST(ResourceCounts, WhatTheViewDropsChangesNoCount) {
   EXPECT_TRUE(hw::resource_view(a) == hw::resource_view(b));
   EXPECT_EQ(nlohmann::json(hw::estimate_resources(a, dev, {&m})).dump(),
             nlohmann::json(hw::estimate_resources(b, dev, {&m})).dump());
+  // With prompt blocks the tiled unit's buffers follow the tiles: the view keeps them.
+  {
+    arch::Design pa = a, pb = b;
+    pa.tiling.prefill_block = pb.tiling.prefill_block = 16;
+    EXPECT_FALSE(hw::resource_view(pa) == hw::resource_view(pb));
+    EXPECT_NE(nlohmann::json(hw::estimate_resources(pa, dev, {&m})).dump(),
+              nlohmann::json(hw::estimate_resources(pb, dev, {&m})).dump());
+  }
   // The RTL unit's counts follow the tiling: its view keeps it.
   a.matrix_unit.impl = b.matrix_unit.impl = arch::MatrixUnitImpl::rtl;
   EXPECT_FALSE(hw::resource_view(a) == hw::resource_view(b));
