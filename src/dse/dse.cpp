@@ -287,11 +287,11 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
       d.tiling.prefill_block /= 2;
     }
     if (!fitted) return;
-    const hw::Utilization* chosen = fitted;
-    if (!chosen->fits) {
+    const hw::Utilization& use = *fitted;
+    if (!use.fits) {
       ++r.rejected_resources;
       if (r.rejected_resources == 1)
-        for (const auto& o : chosen->overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
+        for (const auto& o : use.overflows()) r.why_not.push_back(fmt::format("{}x{} MACs: {}", rows, cols, o));
       return;
     }
     if (const perf::MemoryFit m = perf::memory_fit(d, dev, w); !m.fits) {
@@ -301,25 +301,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
     }
     Candidate c;
     c.design = d;
-    c.prediction = perf::predict(d, dev, w, *chosen, perf::Detail::totals);
-    // One-token blocks (the prompt as decode steps, no w8a8 tile) when they reach the first
-    // token sooner than the largest block that fits: a tiled unit sized beside a
-    // bandwidth-bound decode datapath can be the slower path.
-    if (d.tiling.prefill_block > 1) {
-      arch::Design one = d;
-      one.tiling.prefill_block = 1;
-      one.buffers.activations_in_uram = false;
-      const hw::Utilization* single = utilization(one);
-      if (single && single->fits) {
-        perf::Prediction p = perf::predict(one, dev, w, *single, perf::Detail::totals);
-        if (p.prefill_s < c.prediction.prefill_s) {
-          c.design = one;
-          c.prediction = std::move(p);
-          chosen = single;
-        }
-      }
-    }
-    const hw::Utilization& use = *chosen;
+    c.prediction = perf::predict(d, dev, w, use, perf::Detail::totals);
     c.price_usd = design_price_usd(dev, cards);
     const hw::Resource b = use.binding();
     const auto& bl = use.line(b);
@@ -363,8 +345,7 @@ DeviceResult explore_device(const hw::Device& dev, const Request& req, Objective
                                  arch::kVectorLanes.front(), arch::kVectorLanes[1], arch::kVectorLanes.back(), best.size()));
   r.method.push_back(fmt::format("6. prompt blocks: each design takes the most tokens per block of its prompt call "
                                  "({} at most, halving) for which the tiled matrix unit and the activation arrays' rows "
-                                 "fit beside the decode datapath, the arrays in block RAM, else in UltraRAM{}; or one-token "
-                                 "blocks (the prompt as decode steps) when those reach the first token sooner",
+                                 "fit beside the decode datapath, the arrays in block RAM, else in UltraRAM{}",
                                  arch::kMaxBlockTokens, has_uram ? "" : " (none on this card)"));
   std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) { return better(a, b, obj); });
   r.pareto = pareto_front(all);
