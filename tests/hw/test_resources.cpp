@@ -467,7 +467,8 @@ TEST(UnitResources, ActivationArraysAsTheEmittedTopDeclaresThem) {
       }
     }
     EXPECT_EQ(arrays, 11);  // x xb xb2 q k v att hb hb2 logits param
-    const hw::Part& acts = unit(hw::unit_resources(d, hw::kernel_sizes(c.model)), "on-chip activations");
+    const std::vector<hw::Part> parts = hw::unit_resources(d, hw::kernel_sizes(c.model));
+    const hw::Part& acts = unit(parts, "on-chip activations");
     EXPECT_DOUBLE_EQ(acts.use.bram36, bram36);
     EXPECT_DOUBLE_EQ(acts.use.uram, uram);
     EXPECT_EQ(in_uram, c.uram ? 9 : 0);  // the block arrays; logits and param stay in block RAM
