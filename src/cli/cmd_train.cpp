@@ -55,10 +55,8 @@ void run_train(const TrainArgs& given) {
                           {a.model, a.data, a.tokenizer});
   model::Model m = model::load(a.model);
   if (!m.has_weights()) throw fpgallm::InputError(a.model, "has no weights (a preset cannot be trained; use fpgallm synth)");
-  if (m.config.arch != model::Arch::llama && m.config.arch != model::Arch::qwen2)
-    throw fpgallm::InputError(a.model, "training supports llama and qwen2 models only");
-  if (!m.weights.rope_freq_factors.empty() || m.config.head_size != 0)
-    throw fpgallm::InputError(a.model, "training does not support RoPE scaling or a free head width yet");
+  if (!m.config.llama_family()) throw fpgallm::InputError(a.model, "training supports llama, qwen2 and qwen3 models only");
+  if (!m.weights.rope_freq_factors.empty()) throw fpgallm::InputError(a.model, "training does not support RoPE scaling yet");
   if (a.seq > m.config.seq_len)
     throw fpgallm::InputError("--seq", fmt::format("{} is longer than the model's context {}", a.seq, m.config.seq_len));
   const model::Tokenizer tok = model::tokenizer_for(m, a.tokenizer);

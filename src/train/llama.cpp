@@ -136,9 +136,7 @@ T sigmoid(T a) {
 
 template <typename T>
 Llama<T>::Llama(const model::Config& c) : c_(c) {
-  if (c.arch != model::Arch::llama && c.arch != model::Arch::qwen2)
-    throw std::invalid_argument("training supports llama and qwen2 models only");
-  if (c.qk_norm) throw std::invalid_argument("training does not support per-head q/k norms (qwen3) yet");
+  if (!c.llama_family()) throw std::invalid_argument("training supports llama, qwen2 and qwen3 models only");
   if (c.head_dim() % 2 != 0) throw std::invalid_argument("rotary embedding needs an even head dimension");
 }
 
@@ -169,6 +167,10 @@ void Llama<T>::resize(int batch, int seq) {
   for (auto& a : acts_) {
     a.x_in.resize(N * D), a.r1.resize(N), a.xn1.resize(N * D);
     a.q.resize(N * Q), a.k.resize(N * KV), a.v.resize(N * KV);
+    if (c_.qk_norm) {
+      a.q_pre.resize(N * Q), a.k_pre.resize(N * KV);
+      a.rq.resize(N * c_.n_heads), a.rk.resize(N * c_.n_kv_heads);
+    }
     a.probs.resize(static_cast<std::size_t>(batch) * c_.n_heads * seq * seq);
     a.att.resize(N * Q), a.x_mid.resize(N * D), a.r2.resize(N), a.xn2.resize(N * D);
     a.h1.resize(N * H), a.h3.resize(N * H), a.hg.resize(N * H);
@@ -212,6 +214,12 @@ double Llama<T>::forward(const Params<T>& p, const Batch& b, Matmul<T>& mm) {
       add_bias_rows(a.q.data(), w.bq.data(), N, Q);
       add_bias_rows(a.k.data(), w.bk.data(), N, KV);
       add_bias_rows(a.v.data(), w.bv.data(), N, KV);
+    }
+    if (c_.qk_norm) {  // Qwen3: each head of q and k RMS-normed with one gain per head width
+      a.q_pre = a.q;
+      a.k_pre = a.k;
+      rmsnorm_rows(a.q_pre.data(), w.q_norm.data(), a.q.data(), a.rq.data(), N * c_.n_heads, hs, eps);
+      rmsnorm_rows(a.k_pre.data(), w.k_norm.data(), a.k.data(), a.rk.data(), N * c_.n_kv_heads, hs, eps);
     }
     rope_rows(a.q.data(), N, Q, L_, hs, cos_.data(), sin_.data(), T(1));
     rope_rows(a.k.data(), N, KV, L_, hs, cos_.data(), sin_.data(), T(1));
@@ -314,6 +322,7 @@ void Llama<T>::backward(const Params<T>& p, const Batch& b, Matmul<T>& mm, Param
   std::vector<T> dhg(static_cast<std::size_t>(N) * H), dh1(dhg.size()), dh3(dhg.size());
   std::vector<T> datt(static_cast<std::size_t>(N) * Q), dq(datt.size());
   std::vector<T> dk(static_cast<std::size_t>(N) * KV), dv(dk.size());
+  std::vector<T> dq_pre(c_.qk_norm ? dq.size() : 0), dk_pre(c_.qk_norm ? dk.size() : 0);
   for (int l = c_.n_layers - 1; l >= 0; --l) {
     const auto& w = p.layers[static_cast<std::size_t>(l)];
     auto& g = grad.layers[static_cast<std::size_t>(l)];
@@ -389,6 +398,16 @@ void Llama<T>::backward(const Params<T>& p, const Batch& b, Matmul<T>& mm, Param
       }
     rope_rows(dq.data(), N, Q, L_, hs, cos_.data(), sin_.data(), T(-1));
     rope_rows(dk.data(), N, KV, L_, hs, cos_.data(), sin_.data(), T(-1));
+    if (c_.qk_norm) {
+      std::fill(dq_pre.begin(), dq_pre.end(), T(0));
+      std::fill(dk_pre.begin(), dk_pre.end(), T(0));
+      rmsnorm_rows_backward(dq.data(), a.q_pre.data(), w.q_norm.data(), a.rq.data(), dq_pre.data(), g.q_norm.data(),
+                            N * c_.n_heads, hs);
+      rmsnorm_rows_backward(dk.data(), a.k_pre.data(), w.k_norm.data(), a.rk.data(), dk_pre.data(), g.k_norm.data(),
+                            N * c_.n_kv_heads, hs);
+      dq.swap(dq_pre);
+      dk.swap(dk_pre);
+    }
     if (c_.qkv_bias) {
       sum_rows(dq.data(), N, Q, g.bq.data());
       sum_rows(dk.data(), N, KV, g.bk.data());

@@ -1,10 +1,10 @@
 #pragma once
 // Batched forward and backward pass of a Llama-family model (RMSNorm, RoPE on interleaved
 // pairs, causal grouped-query attention, SwiGLU, shared or separate classifier; Qwen2's q/k/v
-// biases) over B
-// sequences of L tokens, with next-token cross-entropy. Every matrix product goes through
-// a Matmul<T>. Same arithmetic as engine::Transformer (llama2.c order), but batched and
-// keeping the activations the backward pass needs.
+// biases, Qwen3's per-head q/k norms and free head width) over B sequences of L tokens, with
+// next-token cross-entropy. Every matrix product goes through a Matmul<T>. Same arithmetic
+// as engine::Transformer (llama2.c order), but batched and keeping the activations the
+// backward pass needs.
 #include <functional>
 #include <vector>
 
@@ -49,6 +49,7 @@ class Llama {
  private:
   struct LayerActs {
     std::vector<T> x_in, r1, xn1, q, k, v, probs, att, x_mid, r2, xn2, h1, h3, hg;
+    std::vector<T> q_pre, k_pre, rq, rk;  // Qwen3: q and k before their per-head norms, 1/rms per head
   };
   double forward(const Params<T>& p, const Batch& b, Matmul<T>& mm);
   // dlogits: d loss / d logits [batch*seq][vocab].

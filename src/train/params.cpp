@@ -34,6 +34,10 @@ std::vector<typename Params<T>::Tensor> Params<T>::tensors() {
       t.push_back({p + "bk", &L.bk, false});
       t.push_back({p + "bv", &L.bv, false});
     }
+    if (!L.q_norm.empty()) {
+      t.push_back({p + "q_norm", &L.q_norm, false});
+      t.push_back({p + "k_norm", &L.k_norm, false});
+    }
   }
   t.push_back({"norm", &final_norm, false});
   if (!classifier.empty()) t.push_back({"output", &classifier, true});
@@ -45,7 +49,8 @@ std::size_t Params<T>::size() const {
   std::size_t n = token_embedding.size() + final_norm.size() + classifier.size();
   for (const auto& L : layers)
     n += L.attn_norm.size() + L.wq.size() + L.wk.size() + L.wv.size() + L.wo.size() + L.ffn_norm.size() +
-         L.w1.size() + L.w2.size() + L.w3.size() + L.bq.size() + L.bk.size() + L.bv.size();
+         L.w1.size() + L.w2.size() + L.w3.size() + L.bq.size() + L.bk.size() + L.bv.size() + L.q_norm.size() +
+         L.k_norm.size();
   return n;
 }
 
@@ -56,7 +61,8 @@ Params<T> from_weights(const model::Weights& w) {
   for (const auto& L : w.layers) {
     p.layers.push_back({convert<T>(L.attn_norm), convert<T>(L.wq), convert<T>(L.wk), convert<T>(L.wv),
                         convert<T>(L.wo), convert<T>(L.ffn_norm), convert<T>(L.w1), convert<T>(L.w2),
-                        convert<T>(L.w3), convert<T>(L.bq), convert<T>(L.bk), convert<T>(L.bv)});
+                        convert<T>(L.w3), convert<T>(L.bq), convert<T>(L.bk), convert<T>(L.bv),
+                        convert<T>(L.q_norm), convert<T>(L.k_norm)});
   }
   p.final_norm = convert<T>(w.final_norm);
   p.classifier = convert<T>(w.classifier);
@@ -88,6 +94,8 @@ void to_weights(const Params<float>& p, model::Weights& w) {
     d.bq = s.bq;
     d.bk = s.bk;
     d.bv = s.bv;
+    d.q_norm = s.q_norm;
+    d.k_norm = s.k_norm;
   }
   w.final_norm = p.final_norm;
   w.classifier = p.classifier;

@@ -13,6 +13,7 @@ template <typename T>
 struct LayerParams {
   std::vector<T> attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
   std::vector<T> bq, bk, bv;  // q/k/v biases (Qwen2, model::Config::qkv_bias); empty otherwise
+  std::vector<T> q_norm, k_norm;  // per-head q/k norm gains [head_dim] (Qwen3, qk_norm); empty otherwise
 };
 
 template <typename T>

@@ -142,6 +142,8 @@ void fake_quantize_weights(const Params<float>& master, const model::Config& c, 
     out.layers[static_cast<std::size_t>(l)].bq = master.layers[static_cast<std::size_t>(l)].bq;
     out.layers[static_cast<std::size_t>(l)].bk = master.layers[static_cast<std::size_t>(l)].bk;
     out.layers[static_cast<std::size_t>(l)].bv = master.layers[static_cast<std::size_t>(l)].bv;
+    out.layers[static_cast<std::size_t>(l)].q_norm = master.layers[static_cast<std::size_t>(l)].q_norm;
+    out.layers[static_cast<std::size_t>(l)].k_norm = master.layers[static_cast<std::size_t>(l)].k_norm;
   }
   out.classifier.clear();
   for (std::size_t i = 0; i < plan.layers.size(); ++i) {

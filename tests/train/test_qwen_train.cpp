@@ -1,12 +1,15 @@
-// Training and quantization-aware training of Qwen2 (q/k/v biases) against independent
-// references: the fp32 inference engine for the forward pass, central finite differences in
-// double precision for every tensor's gradient (the biases included), and the quantization
-// module's export. Synthesized models of tests/small_qwen.hpp.
+// Training and quantization-aware training of Qwen2 (q/k/v biases) and Qwen3 (per-head q/k
+// norms, heads wider than dim / heads) against independent references: the fp32 inference
+// engine for the forward pass, central finite differences in double precision for every
+// tensor's gradient (the biases and head norm gains included), and the quantization module's
+// export. Synthesized models of tests/small_qwen.hpp.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "calib/calib.hpp"
 #include "engine/perplexity.hpp"
@@ -38,49 +41,96 @@ model::Model qwen2(int vocab = 256, int seq_len = 64) {
   return m;
 }
 
+// A Qwen3 of small_qwen_config with distinct per-head norm gains (synthesize makes them 1).
+model::Model qwen3(int vocab = 256, int seq_len = 64) {
+  model::Config c = testing_support::small_qwen_config(model::Arch::qwen3);
+  c.vocab_size = vocab;
+  c.seq_len = seq_len;
+  model::Model m = model::synthesize(c, 6);
+  testing_support::distinct_head_norm_gains(m);
+  return m;
+}
+
 using train_testing::fixed_batch;
 
-TEST(QwenTraining, ForwardWithBiasesMatchesTheInferenceEngine) {
-  const model::Model m = qwen2();
-  const train::Batch b = fixed_batch(2, 10, m.config.vocab_size, 7);
+// The largest difference between the double training forward's logits and the fp32
+// engine's on the batch, and the engine's logit range.
+struct Agreement {
+  double worst = 0, range = 0;
+};
+
+Agreement forward_vs_engine(const model::Model& m, const train::Batch& b) {
   train::Llama<double> net(m.config);
   train::RefMatmul<double> mm;
   net.loss(train::from_weights<double>(m.weights), b, mm);
-  double worst = 0, range = 0;
+  Agreement a;
   for (int s = 0; s < b.batch; ++s) {
     engine::Transformer t(m);
     for (int pos = 0; pos < b.seq; ++pos) {
       const float* logits = t.forward(b.tokens[static_cast<std::size_t>(s) * (b.seq + 1) + pos], pos);
       const double* mine = &net.logits()[(static_cast<std::size_t>(s) * b.seq + pos) * m.config.vocab_size];
       for (int v = 0; v < m.config.vocab_size; ++v) {
-        worst = std::max(worst, std::abs(mine[v] - logits[v]));
-        range = std::max(range, std::abs(static_cast<double>(logits[v])));
+        a.worst = std::max(a.worst, std::abs(mine[v] - logits[v]));
+        a.range = std::max(a.range, std::abs(static_cast<double>(logits[v])));
       }
     }
   }
+  return a;
+}
+
+// The largest difference between the engine's logits of `a` and of `b` on the batch's first
+// sequence.
+double engine_logits_moved(const model::Model& a, const model::Model& b, const train::Batch& batch) {
+  engine::Transformer t0(a), t1(b);
+  double moved = 0;
+  for (int pos = 0; pos < batch.seq; ++pos) {
+    const float* x = t0.forward(batch.tokens[static_cast<std::size_t>(pos)], pos);
+    const std::vector<float> xv(x, x + a.config.vocab_size);
+    const float* y = t1.forward(batch.tokens[static_cast<std::size_t>(pos)], pos);
+    for (int v = 0; v < a.config.vocab_size; ++v)
+      moved = std::max(moved, std::abs(static_cast<double>(xv[static_cast<std::size_t>(v)] - y[v])));
+  }
+  return moved;
+}
+
+TEST(QwenTraining, ForwardWithBiasesMatchesTheInferenceEngine) {
+  const model::Model m = qwen2();
+  const train::Batch b = fixed_batch(2, 10, m.config.vocab_size, 7);
+  const Agreement a = forward_vs_engine(m, b);
   // Without the q biases the engine's logits move by far more than that: the training
   // forward applies them as the engine does.
   model::Model plain = m;
   for (auto& w : plain.weights.layers) std::fill(w.bq.begin(), w.bq.end(), 0.0f);
-  engine::Transformer t0(plain), t1(m);
-  double moved = 0;
-  for (int pos = 0; pos < b.seq; ++pos) {
-    const float* a = t0.forward(b.tokens[static_cast<std::size_t>(pos)], pos);
-    const std::vector<float> av(a, a + m.config.vocab_size);
-    const float* c = t1.forward(b.tokens[static_cast<std::size_t>(pos)], pos);
-    for (int v = 0; v < m.config.vocab_size; ++v) moved = std::max(moved, std::abs(static_cast<double>(av[static_cast<std::size_t>(v)] - c[v])));
-  }
-  std::printf("qwen2 training forward vs engine: worst %.3g (logit range %.3g); the q biases move logits by %.3g\n", worst,
-              range, moved);
-  EXPECT_LT(worst, 1e-4 * range);  // fp32 engine against a double forward
-  EXPECT_GT(moved, 100 * worst);
+  const double moved = engine_logits_moved(plain, m, b);
+  std::printf("qwen2 training forward vs engine: worst %.3g (logit range %.3g); the q biases move logits by %.3g\n",
+              a.worst, a.range, moved);
+  EXPECT_LT(a.worst, 1e-4 * a.range);  // fp32 engine against a double forward
+  EXPECT_GT(moved, 100 * a.worst);
 }
 
-// Every tensor's largest-gradient element against a central difference (h = 1e-5, double).
-TEST(QwenTraining, EveryGradientIncludingTheBiasesAgreesWithFiniteDifferences) {
+TEST(QwenTraining, ForwardWithHeadNormsMatchesTheInferenceEngine) {
+  const model::Model m = qwen3();
+  ASSERT_NE(m.config.n_heads * m.config.head_dim(), m.config.dim);  // q wider than the model
+  const train::Batch b = fixed_batch(2, 10, m.config.vocab_size, 7);
+  const Agreement a = forward_vs_engine(m, b);
+  // With unit k gains the engine's logits move by far more than that: the training forward
+  // applies each gain element as the engine does.
+  model::Model plain = m;
+  for (auto& w : plain.weights.layers) std::fill(w.k_norm.begin(), w.k_norm.end(), 1.0f);
+  const double moved = engine_logits_moved(plain, m, b);
+  std::printf("qwen3 training forward vs engine: worst %.3g (logit range %.3g); the k norm gains move logits by %.3g\n",
+              a.worst, a.range, moved);
+  EXPECT_LT(a.worst, 1e-4 * a.range);  // fp32 engine against a double forward
+  EXPECT_GT(moved, 100 * a.worst);
+}
+
+// Every tensor's largest-gradient element, and every element of the tensors whose name ends
+// in one of `every_element_of`, against a central difference (h = 1e-5, double) of m's loss;
+// the names of the tensors checked.
+std::vector<std::string> check_gradients(const model::Model& m, const char* label,
+                                         const std::vector<std::string>& every_element_of = {}) {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const model::Model m = qwen2();
   const train::Batch b = fixed_batch(2, 5, m.config.vocab_size, 11);
   train::Llama<double> net(m.config);
   train::RefMatmul<double> mm;
@@ -89,26 +139,55 @@ TEST(QwenTraining, EveryGradientIncludingTheBiasesAgreesWithFiniteDifferences) {
   net.loss_and_grad(p, b, mm, g);
   const double h = 1e-5;
   double worst = 0;
-  int biases = 0;
+  std::vector<std::string> names;
+  std::size_t elements = 0;
   auto pt = p.tensors();
   auto gt = g.tensors();
-  ASSERT_EQ(pt.size(), gt.size());
-  for (std::size_t i = 0; i < pt.size(); ++i) {
+  EXPECT_EQ(pt.size(), gt.size());
+  for (std::size_t i = 0; i < std::min(pt.size(), gt.size()); ++i) {
     auto& w = *pt[i].data;
     const auto& gv = *gt[i].data;
-    ASSERT_EQ(w.size(), gv.size()) << pt[i].name;
-    const std::size_t j = static_cast<std::size_t>(
-        std::max_element(gv.begin(), gv.end(), [](double x, double y) { return std::abs(x) < std::abs(y); }) - gv.begin());
-    const double numeric = train_testing::central_difference(net, p, b, mm, w, j, h);
-    const double err = std::abs(gv[j] - numeric) / std::max({std::abs(gv[j]), std::abs(numeric), 1e-6});
-    worst = std::max(worst, err);
-    biases += pt[i].name.find(".b") != std::string::npos;
-    EXPECT_LE(err, 1e-5) << pt[i].name << "[" << j << "] analytic " << gv[j] << " numeric " << numeric;
-    EXPECT_GT(std::abs(numeric), 0.0) << pt[i].name;
+    EXPECT_EQ(w.size(), gv.size()) << pt[i].name;
+    if (w.size() != gv.size()) continue;
+    const bool every = std::any_of(every_element_of.begin(), every_element_of.end(),
+                                   [&](const std::string& e) { return pt[i].name.ends_with(e); });
+    std::vector<std::size_t> at;
+    if (every) {
+      for (std::size_t j = 0; j < gv.size(); ++j) at.push_back(j);
+    } else {
+      at.push_back(static_cast<std::size_t>(
+          std::max_element(gv.begin(), gv.end(), [](double x, double y) { return std::abs(x) < std::abs(y); }) - gv.begin()));
+    }
+    for (const std::size_t j : at) {
+      const double numeric = train_testing::central_difference(net, p, b, mm, w, j, h);
+      const double err = std::abs(gv[j] - numeric) / std::max({std::abs(gv[j]), std::abs(numeric), 1e-6});
+      worst = std::max(worst, err);
+      EXPECT_LE(err, 1e-5) << pt[i].name << "[" << j << "] analytic " << gv[j] << " numeric " << numeric;
+      EXPECT_GT(std::abs(numeric), 0.0) << pt[i].name << "[" << j << "]";
+    }
+    elements += at.size();
+    names.push_back(pt[i].name);
   }
   omp_set_num_threads(threads);
-  std::printf("qwen2 gradient check: %zu tensors (%d biases), worst relative error %.3g\n", pt.size(), biases, worst);
-  EXPECT_EQ(biases, 3 * m.config.n_layers);
+  std::printf("%s gradient check: %zu tensors, %zu elements, worst relative error %.3g\n", label, names.size(), elements, worst);
+  return names;
+}
+
+int count_containing(const std::vector<std::string>& names, const std::string& part) {
+  return static_cast<int>(std::count_if(names.begin(), names.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; }));
+}
+
+TEST(QwenTraining, EveryGradientIncludingTheBiasesAgreesWithFiniteDifferences) {
+  const model::Model m = qwen2();
+  EXPECT_EQ(count_containing(check_gradients(m, "qwen2"), ".b"), 3 * m.config.n_layers);
+}
+
+// Every element of every q and k norm gain (head_dim each), besides each tensor's largest.
+TEST(QwenTraining, EveryGradientIncludingTheHeadNormGainsAgreesWithFiniteDifferences) {
+  const model::Model m = qwen3();
+  const std::vector<std::string> names = check_gradients(m, "qwen3", {".q_norm", ".k_norm"});
+  EXPECT_EQ(count_containing(names, ".q_norm"), m.config.n_layers);
+  EXPECT_EQ(count_containing(names, ".k_norm"), m.config.n_layers);
 }
 
 // QAT of the Qwen2 (w4a8 g32, learned scales) on the sample's text: the biases train and go
@@ -136,6 +215,38 @@ TEST(QwenTraining, QuantizationAwareTrainingExportsTheTrainedBiases) {
   EXPECT_EQ(qm.linear(1, model::Linear::wv).dequantized(), fake.layers[1].wv);
   EXPECT_EQ(qm.linear(-1, model::Linear::cls).dequantized(), fake.classifier);
   EXPECT_EQ(fake.layers[1].bv, m.weights.layers[1].bv);
+}
+
+// QAT of the Qwen3 (w4a8 g32, learned scales): the q/k norm gains train (fp32, no weight
+// decay), fake quantization keeps them as they are, and export_quantized carries the trained
+// values; the linear layers' codes and scales are the ones the last forward pass used.
+TEST(QwenTraining, QuantizationAwareTrainingExportsTheTrainedHeadNorms) {
+  model::Model m = qwen3(512, 256);  // the sample's tokenizer (tok512)
+  const model::Model start = m;
+  const model::Tokenizer tok = model::load_tokenizer(testing_support::tok512());
+  const std::string text = testing_support::sample_lines(8);
+  const train::TextData data = train::split_text(tok, text, 32, "sample");
+  const quant::Plan plan = quant::uniform_plan(m.config, quant::Scheme::w4a8, 32);
+  train::TrainOptions o = train::qat_options(plan, 6);
+  o.batch = 4, o.seq = 32, o.eval_every = 6, o.heldout_tokens = 256;
+  o.adamw.lr = 3e-3;
+  const train::TrainResult r = train::fine_tune(m, data, o);
+  ASSERT_TRUE(r.scales);
+  for (int l = 0; l < m.config.n_layers; ++l) {
+    const auto& w = m.weights.layers[static_cast<std::size_t>(l)];
+    EXPECT_NE(w.q_norm, start.weights.layers[static_cast<std::size_t>(l)].q_norm) << l;
+    EXPECT_NE(w.k_norm, start.weights.layers[static_cast<std::size_t>(l)].k_norm) << l;
+  }
+  const quant::QuantModel qm = train::export_quantized(m, plan, *r.scales);
+  ASSERT_EQ(qm.q_norm.size(), static_cast<std::size_t>(m.config.n_layers));
+  EXPECT_EQ(qm.q_norm.at(0), m.weights.layers[0].q_norm);
+  EXPECT_EQ(qm.k_norm.at(1), m.weights.layers[1].k_norm);
+  train::Params<float> fake;
+  train::fake_quantize_weights(train::from_weights<float>(m.weights), m.config, plan, fake, &*r.scales);
+  EXPECT_EQ(qm.linear(1, model::Linear::wq).dequantized(), fake.layers[1].wq);
+  EXPECT_EQ(qm.linear(-1, model::Linear::cls).dequantized(), fake.classifier);
+  EXPECT_EQ(fake.layers[1].q_norm, m.weights.layers[1].q_norm);
+  EXPECT_EQ(fake.layers[0].k_norm, m.weights.layers[0].k_norm);
 }
 
 }  // namespace
