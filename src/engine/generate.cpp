@@ -21,7 +21,7 @@ int prefill(Transformer& t, const std::vector<int>& tokens, int prompt_tokens) {
   if (!t.block_batched() || end <= 2) return 1;
   for (int pos = 1; pos < end; pos += kBlockPositions) {
     const int n = std::min(kBlockPositions, end - pos);
-    t.forward_block({tokens.data() + pos, static_cast<std::size_t>(n)}, pos, true);
+    t.forward_block({tokens.data() + pos, static_cast<std::size_t>(n)}, pos, n - 1);
   }
   return end;
 }

@@ -32,8 +32,23 @@ inline std::size_t held_out_begin(std::size_t n_stories) { return n_stories / 2;
 std::vector<std::vector<int>> tokenize_stories(const model::Tokenizer& tok, const std::vector<std::string>& stories);
 std::vector<std::vector<int>> tokenize_stories(const model::StoryEncoder& encode, const std::vector<std::string>& stories);
 
+// Every position i >= score_from of each sequence is scored: its logits against token i+1.
+// The positions before it are run (they are the context) but their logits not computed.
 Perplexity perplexity(Transformer& t, const std::vector<std::vector<int>>& sequences,
-                      const std::function<void(std::size_t done, std::size_t total)>& progress = {});
+                      const std::function<void(std::size_t done, std::size_t total)>& progress = {},
+                      std::size_t score_from = 0);
+
+// llama.cpp's perplexity protocol (llama-perplexity -c WINDOW; examples/perplexity/
+// perplexity.cpp, perplexity()): the whole text tokenized once (BOS first where the
+// vocabulary adds one), cut into floor(tokens / window) windows of `window` consecutive
+// tokens, the first token of each replaced by BOS; perplexity(t, windows, progress,
+// score_from) then scores positions window/2 .. window-2 of each window, as llama.cpp does.
+struct TextWindows {
+  std::vector<std::vector<int>> windows;
+  std::size_t score_from = 0;
+  std::size_t text_tokens = 0;  // the whole text's tokens (the windows take the first windows x window)
+};
+TextWindows text_windows(const model::StoryEncoder& encode, const std::string& text, int window);
 
 // The residual stream entering each block (index n_layers: entering the final norm) at
 // every position of a perplexity_from() pass, in its order. Shared: a pass resumed from

@@ -55,11 +55,11 @@ class Transformer {
 
   // Runs tokens[0..n) of one sequence at positions pos0..pos0+n-1 (pos0 + n <= seq_len),
   // writing the KV cache of all of them, attention causal within the block. Returns the
-  // logits [n][vocab] (row i for position pos0+i), or only the last row [vocab] when
-  // last_only; valid until the next call. Where block_batched(), the products are
-  // matrix-matrix (OpenBLAS) and the logits equal n forward() calls within fp32 reordering;
-  // elsewhere it makes those n forward() calls.
-  const float* forward_block(std::span<const int> tokens, int pos0, bool last_only = false);
+  // logits of rows logits_from..n-1 only, [n - logits_from][vocab] (row i for position
+  // pos0+logits_from+i; logits_from = n-1: the last row alone); valid until the next call.
+  // Where block_batched(), the products are matrix-matrix (OpenBLAS) and the logits equal
+  // n forward() calls within fp32 reordering; elsewhere it makes those n forward() calls.
+  const float* forward_block(std::span<const int> tokens, int pos0, int logits_from = 0);
   // The residual stream x [n][dim] entering block `layer` of a batched pass (layer =
   // n_layers: entering the final norm).
   using BlockInputFn = std::function<void(int layer, const float* x)>;
@@ -94,6 +94,16 @@ class Transformer {
   static void forward_batch(std::span<Transformer* const> transformers, std::span<const int> tokens,
                             std::span<const int> positions, std::vector<const float*>& logits);
 
+  // `windows` sequences of `length` tokens each (tokens [windows][length]), every one from
+  // position 0, in one batched pass: its products matrix-matrix over all windows' rows,
+  // attention causal within each window (window w's keys in this transformer's cache at
+  // positions w x length ..; windows x length <= seq_len). Returns the logits of rows
+  // logits_from..length-1 of each window, [windows][length - logits_from][vocab], valid
+  // until the next call: each window's as a forward_block() of it alone, within fp32
+  // reordering. Only where windows_batched().
+  const float* forward_windows(std::span<const int> tokens, int windows, int length, int logits_from);
+  bool windows_batched() const { return block_batched() && supports_block(); }
+
   const model::Config& config() const { return model_.config; }
   const model::Model& model() const { return model_; }
 
@@ -111,7 +121,7 @@ class Transformer {
   const float* weight_of(int layer, model::Linear which) const;
 
  private:
-  const float* run_block(std::span<const int> tokens, int pos0, bool last_only, int first_layer, const float* x_in,
+  const float* run_block(std::span<const int> tokens, int pos0, int logits_from, int first_layer, const float* x_in,
                          const BlockInputFn* block_input);
   void ensure_cache();
   void check_input(int token, int pos) const;

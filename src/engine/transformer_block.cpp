@@ -83,6 +83,9 @@ struct Rows {
   const float* x_in = nullptr;
   // Given: receives the residual stream [n][dim] entering each block run (and the final norm).
   const std::function<void(int layer, const float* x)>* block_input = nullptr;
+  // (when `block`) the rows are this many sequences of n / segments rows each, all from
+  // pos[0], each in its own cache (keys[first row of the segment]).
+  int segments = 1;
 };
 
 // attention_head's arithmetic for the rows of one sequence at once, output for output the
@@ -214,6 +217,9 @@ const float* run_layers(const model::Model& m, const Rows& r) {
     if (freq_factors) freq[j] /= freq_factors[j];
   }
   const auto rows = [n](int width) { return static_cast<std::size_t>(n) * width; };
+  // The row-wise work between the products (norms, RoPE, residuals, SwiGLU) on the
+  // products' threads where a block is large enough: each row's operations as alone.
+  const bool rows_parallel = n > 1 && static_cast<long>(rows(hidden)) * 8 >= kParallelWork;
   thread_local Scratch scratch;
   float* x = sized(scratch.x, rows(dim));
   float* xb = sized(scratch.xb, rows(std::max(dim, q_dim)));
@@ -223,9 +229,11 @@ const float* run_layers(const model::Model& m, const Rows& r) {
   float* vb = sized(scratch.vb, rows(kv_dim));
   float* hb = sized(scratch.hb, rows(hidden));
   float* hb2 = sized(scratch.hb2, rows(hidden));
-  // Attention scores of a block, [n][keys] (keys = pos0 + n) for each thread.
-  const int keys = r.block ? r.pos[0] + n : c.seq_len;
-  float* att = sized(scratch.att, r.block ? static_cast<std::size_t>(omp_get_max_threads()) * rows(keys) : 0);
+  // Attention scores of a segment, [seg_n][keys] (keys = pos0 + seg_n) for each thread.
+  const int seg_n = n / r.segments;
+  const int keys = r.block ? r.pos[0] + seg_n : c.seq_len;
+  const auto seg_rows = [seg_n](int width) { return static_cast<std::size_t>(seg_n) * width; };
+  float* att = sized(scratch.att, r.block ? static_cast<std::size_t>(omp_get_max_threads()) * seg_rows(keys) : 0);
 
   if (r.x_in)
     std::memcpy(x, r.x_in, rows(dim) * sizeof(float));
@@ -237,11 +245,14 @@ const float* run_layers(const model::Model& m, const Rows& r) {
   for (int l = r.first_layer; l < c.n_layers; ++l) {
     if (r.block_input) (*r.block_input)(l, x);
     const auto& lw = w.layers[static_cast<std::size_t>(l)];
+#pragma omp parallel for schedule(static) if (rows_parallel)
     for (int i = 0; i < n; ++i)
       rmsnorm(xb + std::size_t(i) * dim, x + std::size_t(i) * dim, lw.attn_norm.data(), dim, c.norm_eps);
     r.linear({l, Linear::wq, xb, dim, q, q_dim, n, q_dim, dim, r.pos[0]});
     r.linear({l, Linear::wk, xb, dim, kb, kv_dim, n, kv_dim, dim, r.pos[0]});
     r.linear({l, Linear::wv, xb, dim, vb, kv_dim, n, kv_dim, dim, r.pos[0]});
+    // Rows apart; the KV hook of a subclass (kv_stored) is called in row order.
+#pragma omp parallel for schedule(static) if (rows_parallel && !r.kv_stored)
     for (int i = 0; i < n; ++i) {
       float* qi = q + std::size_t(i) * q_dim;
       float* k = kb + std::size_t(i) * kv_dim;
@@ -263,27 +274,30 @@ const float* run_layers(const model::Model& m, const Rows& r) {
     }
 
     if (r.block) {
-      // Per head: scores [n][keys] = q_h k_h^T / sqrt(hs) by one GEMM, row i's softmax over
-      // its keys 0..pos0+i (causal), zeros after, then out_h [n][hs] = att v_h.
-      const float* layer_keys = r.keys[0] + l * layer_stride;
-      const float* layer_values = r.values[0] + l * layer_stride;
+      // Per segment and head: scores [seg_n][keys] = q_h k_h^T / sqrt(hs) by one GEMM, row
+      // i's softmax over its keys 0..pos0+i (causal), zeros after, then out_h = att v_h.
       const int pos0 = r.pos[0];
       const float inv_scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel for schedule(static) if (static_cast<long>(c.n_heads) * n * keys * hs >= kParallelWork)
-      for (int h = 0; h < c.n_heads; ++h) {
-        const int kv_off = (h / kv_mul) * hs;
-        float* s = att + static_cast<std::size_t>(omp_get_thread_num()) * rows(keys);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, keys, hs, inv_scale, q + h * hs, q_dim,
-                    layer_keys + kv_off, kv_dim, 0.0f, s, keys);
-        for (int i = 0; i < n; ++i) {
-          float* row = s + static_cast<std::size_t>(i) * keys;
-          const int valid = pos0 + i + 1;
-          softmax(row, valid);
-          std::memset(row + valid, 0, (keys - valid) * sizeof(float));
+#pragma omp parallel for collapse(2) schedule(static) \
+    if (static_cast<long>(c.n_heads) * n * keys * hs >= kParallelWork)
+      for (int sg = 0; sg < r.segments; ++sg)
+        for (int h = 0; h < c.n_heads; ++h) {
+          const std::size_t row0 = static_cast<std::size_t>(sg) * seg_n;
+          const float* layer_keys = r.keys[row0] + l * layer_stride;
+          const float* layer_values = r.values[row0] + l * layer_stride;
+          const int kv_off = (h / kv_mul) * hs;
+          float* s = att + static_cast<std::size_t>(omp_get_thread_num()) * seg_rows(keys);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seg_n, keys, hs, inv_scale, q + row0 * q_dim + h * hs,
+                      q_dim, layer_keys + kv_off, kv_dim, 0.0f, s, keys);
+          for (int i = 0; i < seg_n; ++i) {
+            float* row = s + static_cast<std::size_t>(i) * keys;
+            const int valid = pos0 + i + 1;
+            softmax(row, valid);
+            std::memset(row + valid, 0, (keys - valid) * sizeof(float));
+          }
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seg_n, hs, keys, 1.0f, s, keys,
+                      layer_values + kv_off, kv_dim, 0.0f, xb + row0 * q_dim + h * hs, q_dim);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hs, keys, 1.0f, s, keys, layer_values + kv_off,
-                    kv_dim, 0.0f, xb + h * hs, q_dim);
-      }
     } else if (const HeadRowsFn head_rows = r.one_sequence && n > 1 ? head_rows_for(hs) : nullptr) {
       // Rows of one sequence with the per-token pass's bits: head_rows_body.
       const float* layer_keys = r.keys[0] + l * layer_stride;
@@ -316,16 +330,23 @@ const float* run_layers(const model::Model& m, const Rows& r) {
     }
 
     r.linear({l, Linear::wo, xb, q_dim, xb2, dim, n, dim, q_dim, r.pos[0]});
-    for (std::size_t j = 0; j < rows(dim); ++j) x[j] += xb2[j];
-    for (int i = 0; i < n; ++i)
-      rmsnorm(xb + std::size_t(i) * dim, x + std::size_t(i) * dim, lw.ffn_norm.data(), dim, c.norm_eps);
+#pragma omp parallel for schedule(static) if (rows_parallel)
+    for (int i = 0; i < n; ++i) {
+      float* xi = x + std::size_t(i) * dim;
+      const float* add = xb2 + std::size_t(i) * dim;
+      for (int j = 0; j < dim; ++j) xi[j] += add[j];
+      rmsnorm(xb + std::size_t(i) * dim, xi, lw.ffn_norm.data(), dim, c.norm_eps);
+    }
     r.linear({l, Linear::w1, xb, dim, hb, hidden, n, hidden, dim, r.pos[0]});
     r.linear({l, Linear::w3, xb, dim, hb2, hidden, n, hidden, dim, r.pos[0]});
-    swiglu(hb, hb2, static_cast<int>(rows(hidden)));
+#pragma omp parallel for schedule(static) if (rows_parallel)
+    for (int i = 0; i < n; ++i) swiglu(hb + std::size_t(i) * hidden, hb2 + std::size_t(i) * hidden, hidden);
     r.linear({l, Linear::w2, hb, hidden, xb, dim, n, dim, hidden, r.pos[0]});
+#pragma omp parallel for schedule(static) if (rows_parallel)
     for (std::size_t j = 0; j < rows(dim); ++j) x[j] += xb[j];
   }
   if (r.block_input) (*r.block_input)(c.n_layers, x);
+#pragma omp parallel for schedule(static) if (rows_parallel)
   for (int i = 0; i < n; ++i)
     rmsnorm(x + std::size_t(i) * dim, x + std::size_t(i) * dim, w.final_norm.data(), dim, c.norm_eps);
   return x;
@@ -339,8 +360,45 @@ void Transformer::linear_rows(const LinearRows& call) {
   matmul_rows(call.x, call.ldx, call.n, weight_of(call.layer, call.which), call.rows, call.cols, call.y, call.ldy);
 }
 
-const float* Transformer::forward_block(std::span<const int> tokens, int pos0, bool last_only) {
-  return run_block(tokens, pos0, last_only, 0, nullptr, nullptr);
+const float* Transformer::forward_block(std::span<const int> tokens, int pos0, int logits_from) {
+  return run_block(tokens, pos0, logits_from, 0, nullptr, nullptr);
+}
+
+const float* Transformer::forward_windows(std::span<const int> tokens, int windows, int length, int logits_from) {
+  const auto& c = model_.config;
+  if (!windows_batched()) throw std::logic_error("forward_windows: the pass does not run batched");
+  if (windows < 1 || length < 1 || tokens.size() != static_cast<std::size_t>(windows) * length)
+    throw std::invalid_argument("forward_windows: tokens are not windows x length");
+  if (static_cast<long>(windows) * length > c.seq_len) throw std::out_of_range("forward_windows: windows past the context");
+  if (logits_from < 0 || logits_from >= length) throw std::invalid_argument("forward_windows: logits_from outside a window");
+  const int n = windows * length;
+  for (int i = 0; i < n; ++i) check_input(tokens[i], i % length);
+  ensure_cache();
+  std::vector<int> pos(static_cast<std::size_t>(n));
+  std::vector<float*> keys(pos.size()), values(pos.size());
+  for (int i = 0; i < n; ++i) {
+    pos[i] = i % length;
+    const std::size_t base = static_cast<std::size_t>(i / length) * length * c.kv_dim();
+    keys[i] = key_cache_.data() + base;
+    values[i] = value_cache_.data() + base;
+  }
+  const std::function<void(const LinearRows&)> linear = [this](const LinearRows& call) { linear_rows(call); };
+  const std::function<void(int, int, float*, float*)> no_kv_hook;
+  Rows rows{n, tokens.data(), pos.data(), keys.data(), values.data(), length > 1, false, linear, no_kv_hook};
+  rows.segments = length > 1 ? windows : 1;
+  const float* x = run_layers(model_, rows);
+  // The classifier over the kept rows of every window, gathered first.
+  const auto dim = static_cast<std::size_t>(c.dim), vocab = static_cast<std::size_t>(c.vocab_size);
+  const int kept = length - logits_from;
+  thread_local std::vector<float> gathered;
+  float* g = sized(gathered, static_cast<std::size_t>(windows) * kept * dim);
+  for (int w = 0; w < windows; ++w)
+    std::memcpy(g + static_cast<std::size_t>(w) * kept * dim, x + (static_cast<std::size_t>(w) * length + logits_from) * dim,
+                kept * dim * sizeof(float));
+  block_logits_.resize(static_cast<std::size_t>(windows) * kept * vocab);
+  linear_rows({-1, model::Linear::cls, g, c.dim, block_logits_.data(), c.vocab_size, windows * kept, c.vocab_size, c.dim,
+               logits_from});
+  return block_logits_.data();
 }
 
 const float* Transformer::forward_block_from(int first_layer, const float* x, std::span<const int> tokens, int pos0,
@@ -348,21 +406,23 @@ const float* Transformer::forward_block_from(int first_layer, const float* x, st
   if (!block_batched()) throw std::logic_error("forward_block_from: the pass does not run batched");
   if (first_layer < 0 || first_layer > model_.config.n_layers || (first_layer > 0 && !x))
     throw std::invalid_argument("forward_block_from: no residual stream for block " + std::to_string(first_layer));
-  return run_block(tokens, pos0, false, first_layer, x, block_input ? &block_input : nullptr);
+  return run_block(tokens, pos0, 0, first_layer, x, block_input ? &block_input : nullptr);
 }
 
-const float* Transformer::run_block(std::span<const int> tokens, int pos0, bool last_only, int first_layer,
+const float* Transformer::run_block(std::span<const int> tokens, int pos0, int logits_from, int first_layer,
                                     const float* x_in, const BlockInputFn* block_input) {
   const auto& c = model_.config;
   const int n = static_cast<int>(tokens.size());
   if (n == 0) throw std::invalid_argument("forward_block: no tokens");
   if (pos0 < 0 || static_cast<long>(pos0) + n > c.seq_len) throw std::out_of_range("position past the model's context");
+  if (logits_from < 0 || logits_from >= n) throw std::invalid_argument("forward_block: logits_from outside the block");
   const auto vocab = static_cast<std::size_t>(c.vocab_size);
-  block_logits_.resize(last_only ? vocab : n * vocab);
+  block_logits_.resize(static_cast<std::size_t>(n - logits_from) * vocab);
   if (!block_batched()) {
     for (int i = 0; i < n; ++i) {
       const float* out = forward(tokens[i], pos0 + i);
-      if (!last_only || i == n - 1) std::memcpy(block_logits_.data() + (last_only ? 0 : i * vocab), out, vocab * sizeof(float));
+      if (i >= logits_from)
+        std::memcpy(block_logits_.data() + static_cast<std::size_t>(i - logits_from) * vocab, out, vocab * sizeof(float));
     }
     return block_logits_.data();
   }
@@ -378,9 +438,8 @@ const float* Transformer::run_block(std::span<const int> tokens, int pos0, bool 
   const bool gemm_attention = n > 1 && !block_keeps_token_bits();
   const float* x = run_layers(model_, {n, tokens.data(), pos.data(), keys.data(), values.data(), gemm_attention, true,
                                        linear, kv_stored, first_layer, x_in, block_input});
-  const int first = last_only ? n - 1 : 0;
-  linear_rows({-1, model::Linear::cls, x + static_cast<std::size_t>(first) * c.dim, c.dim, block_logits_.data(),
-               c.vocab_size, n - first, c.vocab_size, c.dim, pos0 + first});
+  linear_rows({-1, model::Linear::cls, x + static_cast<std::size_t>(logits_from) * c.dim, c.dim, block_logits_.data(),
+               c.vocab_size, n - logits_from, c.vocab_size, c.dim, pos0 + logits_from});
   return block_logits_.data();
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fmt/format.h>
 
@@ -51,14 +52,32 @@ std::span<std::uint8_t> whole_pages(const void* p, std::size_t n) {
 
 }  // namespace
 
+namespace {
+
+// madvise(advice) over `pages` in pieces of whole huge pages, one piece per OpenMP thread:
+// the kernel maps (and zeroes) each thread's pages at once.
+void advise_in_parallel(std::span<std::uint8_t> pages, int advice) {
+  constexpr std::size_t kPiece = std::size_t(2) << 20;
+  const std::size_t pieces = (pages.size() + kPiece - 1) / kPiece;
+#pragma omp parallel for schedule(static) if (pieces > 1)
+  for (std::size_t i = 0; i < pieces; ++i)
+    ::madvise(pages.data() + i * kPiece, std::min(kPiece, pages.size() - i * kPiece), advice);
+}
+
+}  // namespace
+
 std::vector<float> copy_weights(const float* first, std::size_t n) {
   std::vector<float> out;
   out.reserve(n);
-  // Advice only: where the kernel refuses either (older kernels, THP off), the copy below
+  // Advice only: where the kernel refuses any of it (older kernels, THP off), the copy below
   // faults page by page as before.
-  if (auto dst = whole_pages(out.data(), n * sizeof(float)); !dst.empty()) ::madvise(dst.data(), dst.size(), MADV_HUGEPAGE);
+  const auto dst = whole_pages(out.data(), n * sizeof(float));
+  if (!dst.empty()) ::madvise(dst.data(), dst.size(), MADV_HUGEPAGE);
 #ifdef MADV_POPULATE_READ
-  if (auto src = whole_pages(first, n * sizeof(float)); !src.empty()) ::madvise(src.data(), src.size(), MADV_POPULATE_READ);
+  if (auto src = whole_pages(first, n * sizeof(float)); !src.empty()) advise_in_parallel(src, MADV_POPULATE_READ);
+#endif
+#ifdef MADV_POPULATE_WRITE
+  if (!dst.empty()) advise_in_parallel(dst, MADV_POPULATE_WRITE);  // reserved, not yet constructed: bytes only
 #endif
   out.assign(first, first + n);
   return out;

@@ -242,7 +242,7 @@ TEST(BatchedSimulation, BlockAttentionHasTokenByTokenBitsForEveryHeadSize) {
       int pos = 0;
       for (int n : {71, 119}) {
         const std::span<const int> block(tokens.data() + pos, static_cast<std::size_t>(n));
-        const float* got = a.forward_block(block, pos, false);
+        const float* got = a.forward_block(block, pos);
         for (int i = 0; i < n; ++i) {
           const float* want = b.forward(tokens[static_cast<std::size_t>(pos + i)], pos + i);
           ASSERT_EQ(std::memcmp(got + static_cast<std::size_t>(i) * vocab, want, vocab * sizeof(float)), 0)
