@@ -356,6 +356,8 @@ const float* run_layers(const model::Model& m, const Rows& r) {
 
 bool Transformer::supports_block() const { return typeid(*this) == typeid(Transformer); }
 
+bool Transformer::windows_batched() const { return block_batched() && typeid(*this) == typeid(Transformer); }
+
 void Transformer::linear_rows(const LinearRows& call) {
   matmul_rows(call.x, call.ldx, call.n, weight_of(call.layer, call.which), call.rows, call.cols, call.y, call.ldy);
 }

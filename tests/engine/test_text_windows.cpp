@@ -12,9 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calib/simulated.hpp"
 #include "engine/perplexity.hpp"
 #include "model/model.hpp"
 #include "model/synth.hpp"
+#include "quant/quant.hpp"
 #include "small_qwen.hpp"
 #include "testing.hpp"
 
@@ -135,6 +137,21 @@ TEST(TextWindows, PerplexityIsLlamaCppsScoringOfTheSecondHalves) {
       EXPECT_NEAR(got.perplexity, want, 1e-6 * want) << "window " << window << " batched " << batched;
     }
   }
+}
+
+// The quantized reference keeps its per-token bits over windows too (its own block pass,
+// not forward_windows, which runs the fp32 reference's products).
+TEST(TextWindows, QuantizedReferenceWindowsHaveThePerTokenBits) {
+  const std::string text = first_lines(3);
+  const engine::TextWindows w = engine::text_windows(model::story_encoder(tok512()), text, 64);
+  const quant::QuantModel qm = quant::quantize_model(stories(), quant::uniform_plan(stories().config, quant::Scheme::w8a8, 32));
+  calib::SimulatedTransformer batched(stories(), qm.plan, qm.linears), token(stories(), qm.plan, qm.linears);
+  token.set_batched(false);
+  ASSERT_FALSE(batched.windows_batched());
+  const auto a = engine::perplexity(batched, w.windows, {}, w.score_from);
+  const auto b = engine::perplexity(token, w.windows, {}, w.score_from);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.perplexity, b.perplexity);
 }
 
 TEST(TextWindows, EvalPrintsTheProtocolAndRefusesWhatItCannotScore) {
