@@ -15,7 +15,8 @@
 # and llama-quantize are found ($LLAMA_PERPLEXITY / $LLAMA_QUANTIZE, else
 # BUILD_DIR/llamacpp/build/bin/, which BUILD_LLAMA=1 builds from
 # ../shared/vendor/llama.cpp-*.tar.gz with -DGGML_NATIVE=OFF and AVX-512 only where this
-# CPU has it), llama-perplexity runs on the same text with -c 128 -b 128 -t THREADS, and
+# CPU has it), llama-perplexity runs on the same text with -c 128 -b 128 -t THREADS (and its
+# KV cache in f32, as fpgallm keeps it), and
 # fpgallm with `eval --window 128`, the same protocol (the whole text cut into windows of
 # 128 tokens, the second half of each scored): the same tokens, the same work, and
 # perplexities that agree where the two tokenize alike.
@@ -94,7 +95,9 @@ def run(model, threads, batched, window=None):
     return (j["sequences"] * window if window else j["tokens"]), j["perplexity"], wall, cpu
 
 def run_llama(model, threads):
-    p, wall, cpu = timed([llama, "-m", model, "-f", text, "-c", "128", "-b", "128", "-t", str(threads)], threads)
+    # Its KV cache in f32 (its default is f16), as fpgallm's reference keeps it.
+    p, wall, cpu = timed([llama, "-m", model, "-f", text, "-c", "128", "-b", "128", "-t", str(threads),
+                          "-ctk", "f32", "-ctv", "f32"], threads)
     log = p.stdout + p.stderr
     chunks = int(re.search(r"calculating perplexity over (\d+) chunks", log).group(1))
     ppl = re.search(r"Final estimate: PPL = ([0-9.]+)", log)
