@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -77,6 +78,16 @@ CommandResult run_fpgallm(const std::string& args, int timeout_s) {
   r.out = read_bytes(out);
   r.err = read_bytes(err);
   return r;
+}
+
+double relative_l2(const float* got, const float* want, int n) {
+  double num = 0, den = 0;
+  for (int i = 0; i < n; ++i) {
+    const double d = double(got[i]) - want[i];
+    num += d * d;
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / den);
 }
 
 }  // namespace testing_support

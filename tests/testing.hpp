@@ -25,5 +25,7 @@ void write_bytes(const std::string& path, const std::string& bytes);
 std::string read_bytes(const std::string& path);
 // The first n lines of the sample text (each with its newline): n stories.
 std::string sample_lines(std::size_t n);
+// ||got - want|| / ||want|| over n values, in double.
+double relative_l2(const float* got, const float* want, int n);
 
 }  // namespace testing_support

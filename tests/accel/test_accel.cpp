@@ -235,15 +235,6 @@ class RecordingTransformer : public engine::Transformer {
   }
 };
 
-double rel_l2(const float* a, const float* b, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
 // docs/accelerator.md's per-layer table: the W8A8 accelerator against the fp32 engine on
 // the fp32 engine's own greedy sequence (teacher-forced), relative L2 error of each block's
 // attention-norm output (the input of wq), ffn-norm output (input of w1) and the logits,
@@ -267,10 +258,10 @@ TEST(Accel, PerLayerErrorAgainstFp32) {
     const float* la = acc.forward(token, pos);
     for (int l = 0; l < c.n_layers; ++l) {
       const auto ka = std::make_pair(l, int(model::Linear::wq)), kf = std::make_pair(l, int(model::Linear::w1));
-      attn[std::size_t(l)] += rel_l2(acc_inputs[ka].data(), ref.inputs[ka].data(), c.dim) / steps;
-      ffn[std::size_t(l)] += rel_l2(acc_inputs[kf].data(), ref.inputs[kf].data(), c.dim) / steps;
+      attn[std::size_t(l)] += testing_support::relative_l2(acc_inputs[ka].data(), ref.inputs[ka].data(), c.dim) / steps;
+      ffn[std::size_t(l)] += testing_support::relative_l2(acc_inputs[kf].data(), ref.inputs[kf].data(), c.dim) / steps;
     }
-    logits += rel_l2(la, ref_logits.data(), c.vocab_size) / steps;
+    logits += testing_support::relative_l2(la, ref_logits.data(), c.vocab_size) / steps;
     token = int(std::max_element(ref_logits.begin(), ref_logits.end()) - ref_logits.begin());
   }
   std::printf("| block | attention-norm output | ffn-norm output |\n| --- | --- | --- |\n");

@@ -26,16 +26,6 @@ namespace {
 
 constexpr double kLogitBound = 2e-5;
 
-double relative_l2(const float* got, const float* want, int n) {
-  double num = 0, den = 0;
-  for (int v = 0; v < n; ++v) {
-    const double d = double(got[v]) - want[v];
-    num += d * d;
-    den += double(want[v]) * want[v];
-  }
-  return std::sqrt(num / den);
-}
-
 const model::Model& stories() {
   static const model::Model m = model::load(testing_support::stories260k());
   return m;
@@ -77,7 +67,7 @@ double worst_block_difference(const model::Model& m, const std::vector<int>& tok
     const float* got = block.forward_block({tokens.data() + pos, std::size_t(n)}, pos);
     for (int i = 0; i < n; ++i) {
       const float* want = token.forward(tokens[pos + i], pos + i);
-      worst = std::max(worst, relative_l2(got + std::size_t(i) * vocab, want, vocab));
+      worst = std::max(worst, testing_support::relative_l2(got + std::size_t(i) * vocab, want, vocab));
     }
     pos += n;
   }
@@ -146,7 +136,7 @@ TEST(BlockEngine, LastOnlyReturnsTheLastRow) {
   const auto tokens = random_tokens(512, 40, 5);
   const float* a = all.forward_block(tokens, 0);
   const float* l = last.forward_block(tokens, 0, 39);
-  EXPECT_LT(relative_l2(l, a + 39 * 512, 512), kLogitBound);
+  EXPECT_LT(testing_support::relative_l2(l, a + 39 * 512, 512), kLogitBound);
   EXPECT_THROW(last.forward_block(tokens, stories().config.seq_len - 39), std::out_of_range);
 }
 
@@ -301,7 +291,7 @@ TEST(BlockEngine, BatchAtMixedPositionsEqualsForward) {
   std::vector<const float*> logits;
   engine::Transformer::forward_batch(ts, tokens, positions, logits);
   for (int s = 0; s < 5; ++s)
-    EXPECT_LT(relative_l2(logits[s], refs[s]->forward(tokens[s], positions[s]), vocab), kLogitBound) << s;
+    EXPECT_LT(testing_support::relative_l2(logits[s], refs[s]->forward(tokens[s], positions[s]), vocab), kLogitBound) << s;
   std::vector<engine::Transformer*> twice = {ts[0], ts[0]};
   EXPECT_THROW(engine::Transformer::forward_batch(twice, std::vector<int>{1, 2}, std::vector<int>{0, 1}, logits),
                std::invalid_argument);

@@ -67,15 +67,6 @@ double llama_cpp_perplexity(const model::Model& m, const std::vector<int>& token
   return std::exp(nll / double(*count));
 }
 
-double relative_l2(const float* got, const float* want, int n) {
-  double num = 0, den = 0;
-  for (int v = 0; v < n; ++v) {
-    num += (double(got[v]) - want[v]) * (double(got[v]) - want[v]);
-    den += double(want[v]) * want[v];
-  }
-  return std::sqrt(num / den);
-}
-
 }  // namespace
 
 // Several windows in one pass (the products over all their rows, attention within each)
@@ -94,7 +85,7 @@ TEST(TextWindows, WindowsInOnePassEqualEachAlone) {
       engine::Transformer alone(*m);
       const float* want = alone.forward_block({tokens.data() + std::size_t(w) * length, std::size_t(length)}, 0, from);
       for (int i = 0; i < length - from; ++i)
-        EXPECT_LT(relative_l2(got + (std::size_t(w) * (length - from) + i) * vocab, want + std::size_t(i) * vocab, vocab),
+        EXPECT_LT(testing_support::relative_l2(got + (std::size_t(w) * (length - from) + i) * vocab, want + std::size_t(i) * vocab, vocab),
                   2e-5)
             << m->config.name << " window " << w << " row " << i;
     }
