@@ -190,6 +190,17 @@ TEST(QwenTraining, EveryGradientIncludingTheHeadNormGainsAgreesWithFiniteDiffere
   EXPECT_EQ(count_containing(names, ".k_norm"), m.config.n_layers);
 }
 
+// `steps` of QAT (train::qat_options of `plan`) of m on the sample's first 8 stories, batches
+// of 4 x 32 tokens at peak rate 3e-3.
+train::TrainResult qat_on_sample(model::Model& m, const quant::Plan& plan, int steps) {
+  const model::Tokenizer tok = model::load_tokenizer(testing_support::tok512());
+  const train::TextData data = train::split_text(tok, testing_support::sample_lines(8), 32, "sample");
+  train::TrainOptions o = train::qat_options(plan, steps);
+  o.batch = 4, o.seq = 32, o.eval_every = steps, o.heldout_tokens = 256;
+  o.adamw.lr = 3e-3;
+  return train::fine_tune(m, data, o);
+}
+
 // QAT of the Qwen2 (w4a8 g32, learned scales) on the sample's text: the biases train and go
 // into the file as they are (fp32), and the exported model's codes and scales are the ones
 // the last forward pass used. (Whether QAT lowers the loss is measured on stories260K: a
@@ -197,14 +208,8 @@ TEST(QwenTraining, EveryGradientIncludingTheHeadNormGainsAgreesWithFiniteDiffere
 TEST(QwenTraining, QuantizationAwareTrainingExportsTheTrainedBiases) {
   model::Model m = qwen2(512, 256);  // the sample's tokenizer (tok512)
   const model::Model start = m;
-  const model::Tokenizer tok = model::load_tokenizer(testing_support::tok512());
-  const std::string text = testing_support::sample_lines(8);
-  const train::TextData data = train::split_text(tok, text, 32, "sample");
   const quant::Plan plan = quant::uniform_plan(m.config, quant::Scheme::w4a8, 32);
-  train::TrainOptions o = train::qat_options(plan, 12);
-  o.batch = 4, o.seq = 32, o.eval_every = 12, o.heldout_tokens = 256;
-  o.adamw.lr = 3e-3;
-  const train::TrainResult r = train::fine_tune(m, data, o);
+  const train::TrainResult r = qat_on_sample(m, plan, 12);
   ASSERT_TRUE(r.scales);
   EXPECT_NE(m.weights.layers[1].bv, start.weights.layers[1].bv);
   const quant::QuantModel qm = train::export_quantized(m, plan, *r.scales);
@@ -223,14 +228,8 @@ TEST(QwenTraining, QuantizationAwareTrainingExportsTheTrainedBiases) {
 TEST(QwenTraining, QuantizationAwareTrainingExportsTheTrainedHeadNorms) {
   model::Model m = qwen3(512, 256);  // the sample's tokenizer (tok512)
   const model::Model start = m;
-  const model::Tokenizer tok = model::load_tokenizer(testing_support::tok512());
-  const std::string text = testing_support::sample_lines(8);
-  const train::TextData data = train::split_text(tok, text, 32, "sample");
   const quant::Plan plan = quant::uniform_plan(m.config, quant::Scheme::w4a8, 32);
-  train::TrainOptions o = train::qat_options(plan, 6);
-  o.batch = 4, o.seq = 32, o.eval_every = 6, o.heldout_tokens = 256;
-  o.adamw.lr = 3e-3;
-  const train::TrainResult r = train::fine_tune(m, data, o);
+  const train::TrainResult r = qat_on_sample(m, plan, 6);
   ASSERT_TRUE(r.scales);
   for (int l = 0; l < m.config.n_layers; ++l) {
     const auto& w = m.weights.layers[static_cast<std::size_t>(l)];
