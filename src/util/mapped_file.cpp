@@ -50,10 +50,6 @@ std::span<std::uint8_t> whole_pages(const void* p, std::size_t n) {
   return {reinterpret_cast<std::uint8_t*>(begin), end - begin};
 }
 
-}  // namespace
-
-namespace {
-
 // madvise(advice) over `pages` in pieces of whole huge pages, one piece per OpenMP thread:
 // the kernel maps (and zeroes) each thread's pages at once.
 void advise_in_parallel(std::span<std::uint8_t> pages, int advice) {
