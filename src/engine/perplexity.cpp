@@ -139,7 +139,7 @@ constexpr std::size_t kWindowLogits = std::size_t(1) << 25;
 std::optional<Perplexity> perplexity_of_windows(Transformer& t, const std::vector<std::vector<int>>& sequences,
                                                 const std::function<void(std::size_t, std::size_t)>& progress,
                                                 std::size_t score_from) {
-  if (score_from == 0 || !t.windows_batched() || sequences.size() < 2) return std::nullopt;
+  if (score_from == 0 || !t.plain_batched() || sequences.size() < 2) return std::nullopt;
   const std::size_t length = sequences[0].size();
   for (const auto& s : sequences)
     if (s.size() != length) return std::nullopt;

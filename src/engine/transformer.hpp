@@ -100,10 +100,11 @@ class Transformer {
   // positions w x length ..; windows x length <= seq_len). Returns the logits of rows
   // logits_from..length-1 of each window, [windows][length - logits_from][vocab], valid
   // until the next call: each window's as a forward_block() of it alone, within fp32
-  // reordering. Only where windows_batched(): the plain fp32 reference (a subclass's
-  // products, KV hook or per-token bits are not run here).
+  // reordering. Only where plain_batched().
   const float* forward_windows(std::span<const int> tokens, int windows, int length, int logits_from);
-  bool windows_batched() const;
+  // The plain fp32 reference running batched: what forward_windows and forward_batch run
+  // (a subclass's products, KV hook or per-token bits are not run there).
+  bool plain_batched() const;
 
   const model::Config& config() const { return model_.config; }
   const model::Model& model() const { return model_; }

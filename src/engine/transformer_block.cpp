@@ -356,7 +356,7 @@ const float* run_layers(const model::Model& m, const Rows& r) {
 
 bool Transformer::supports_block() const { return typeid(*this) == typeid(Transformer); }
 
-bool Transformer::windows_batched() const { return block_batched() && typeid(*this) == typeid(Transformer); }
+bool Transformer::plain_batched() const { return block_batched() && typeid(*this) == typeid(Transformer); }
 
 void Transformer::linear_rows(const LinearRows& call) {
   matmul_rows(call.x, call.ldx, call.n, weight_of(call.layer, call.which), call.rows, call.cols, call.y, call.ldy);
@@ -368,7 +368,7 @@ const float* Transformer::forward_block(std::span<const int> tokens, int pos0, i
 
 const float* Transformer::forward_windows(std::span<const int> tokens, int windows, int length, int logits_from) {
   const auto& c = model_.config;
-  if (!windows_batched()) throw std::logic_error("forward_windows: the pass does not run batched");
+  if (!plain_batched()) throw std::logic_error("forward_windows: the pass does not run batched");
   if (windows < 1 || length < 1 || tokens.size() != static_cast<std::size_t>(windows) * length)
     throw std::invalid_argument("forward_windows: tokens are not windows x length");
   if (static_cast<long>(windows) * length > c.seq_len) throw std::out_of_range("forward_windows: windows past the context");
@@ -452,7 +452,7 @@ void Transformer::forward_batch(std::span<Transformer* const> ts, std::span<cons
   logits.assign(ts.size(), nullptr);
   bool batched = !ts.empty();
   for (Transformer* t : ts)
-    batched = batched && t->block_batched() && typeid(*t) == typeid(Transformer) && &t->model_ == &ts[0]->model_;
+    batched = batched && t->plain_batched() && &t->model_ == &ts[0]->model_;
   if (!batched) {
     for (std::size_t i = 0; i < ts.size(); ++i) logits[i] = ts[i]->forward(tokens[i], positions[i]);
     return;

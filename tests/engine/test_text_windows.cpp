@@ -79,7 +79,7 @@ TEST(TextWindows, WindowsInOnePassEqualEachAlone) {
     std::vector<int> tokens(std::size_t(windows) * length);
     for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = int((i * 7919 + 13) % std::size_t(vocab));
     engine::Transformer all(*m);
-    ASSERT_TRUE(all.windows_batched());
+    ASSERT_TRUE(all.plain_batched());
     const float* got = all.forward_windows(tokens, windows, length, from);
     for (int w = 0; w < windows; ++w) {
       engine::Transformer alone(*m);
@@ -138,7 +138,7 @@ TEST(TextWindows, QuantizedReferenceWindowsHaveThePerTokenBits) {
   const quant::QuantModel qm = quant::quantize_model(stories(), quant::uniform_plan(stories().config, quant::Scheme::w8a8, 32));
   calib::SimulatedTransformer batched(stories(), qm.plan, qm.linears), token(stories(), qm.plan, qm.linears);
   token.set_batched(false);
-  ASSERT_FALSE(batched.windows_batched());
+  ASSERT_FALSE(batched.plain_batched());
   const auto a = engine::perplexity(batched, w.windows, {}, w.score_from);
   const auto b = engine::perplexity(token, w.windows, {}, w.score_from);
   EXPECT_EQ(a.tokens, b.tokens);
